@@ -1,0 +1,46 @@
+// xgrad error family: every failure a user can cause is one of these.
+#pragma once
+#include <cstddef>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace xgrad {
+
+// Base of every exception xgrad throws on bad input.
+struct error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+// Operand shapes do not fit the op (message names op, operand, shapes).
+struct shape_error : error {
+    using error::error;
+};
+// An argument value is invalid (axis out of range, p outside [0,1), ...).
+struct value_error : error {
+    using error::error;
+};
+// The tape is used in a way it does not support (backward of a non-scalar without a seed, ...).
+struct tape_error : error {
+    using error::error;
+};
+// Reading or writing a file failed (message names the file).
+struct io_error : error {
+    using error::error;
+};
+
+// "(2, 3, 4)" for any shape-like container; "()" for a scalar.
+template <class S>
+std::string shape_str(const S& shape) {
+    std::ostringstream os;
+    os << '(';
+    std::size_t i = 0;
+    for (auto d : shape) {
+        if (i++) os << ", ";
+        os << d;
+    }
+    if (i == 1) os << ',';
+    os << ')';
+    return os.str();
+}
+
+}  // namespace xgrad

@@ -1,0 +1,190 @@
+// Compile-time elementwise expressions. `tanh(a * b + c)` builds an Expr *type*; materializing it
+// (assigning to a Var, or eval()) records ONE tape node whose forward is one fused xtensor pass and
+// whose backward is generated from the expression type by the chain rule.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <optional>
+#include <type_traits>
+
+#include <boost/hana.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xscalar.hpp>
+
+#include "xgrad/core/broadcast.hpp"
+#include "xgrad/core/var.hpp"
+
+namespace xgrad {
+namespace hana = boost::hana;
+
+// A scalar constant inside an expression; broadcasts against anything, receives no gradient.
+template <Real T>
+struct Const {
+    using xgrad_expression_tag = void;
+    using value_type = T;
+    static constexpr std::size_t rank = 0;
+    T v;
+};
+
+// An elementwise op applied to child expressions (Var, Const or Expr), held in a hana::tuple.
+template <class Op, class... Cs>
+struct Expr {
+    using xgrad_expression_tag = void;
+    using value_type = typename std::tuple_element_t<0, std::tuple<Cs...>>::value_type;
+    static constexpr std::size_t rank = std::max({Cs::rank...});
+    static_assert((std::same_as<typename Cs::value_type, value_type> && ...),
+                  "xgrad: an expression cannot mix float and double operands");
+    Op op;
+    hana::tuple<Cs...> children;
+};
+
+template <class Op, Expression... Cs>
+Expr<Op, Cs...> make_expr(Op op, const Cs&... cs) {
+    return {op, hana::make_tuple(cs...)};
+}
+
+namespace detail {
+
+// Scalar functors handed to xtensor; constrained to scalars so xtensor takes its scalar path.
+template <class Op>
+struct Forward {
+    Op op;
+    template <std::floating_point... X>
+    auto operator()(X... x) const {
+        return op.f(x...);
+    }
+};
+// g * d(op)/d(child I), evaluated at the children's values.
+template <class Op, std::size_t I>
+struct Chain {
+    Op op;
+    template <std::floating_point G, std::floating_point... X>
+    G operator()(G g, X... x) const {
+        if constexpr (sizeof...(X) == 1)
+            return g * op.d(x...);
+        else if constexpr (I == 0)
+            return g * op.da(x...);
+        else
+            return g * op.db(x...);
+    }
+};
+
+}  // namespace detail
+
+// ---- value: the lazy xtensor expression of a node's forward ----
+template <Real T, std::size_t N>
+const xt::xtensor<T, N>& eval_value(const Var<T, N>& v) {
+    return v.value();
+}
+template <Real T>
+auto eval_value(const Const<T>& c) {
+    return xt::xscalar<T>(c.v);
+}
+template <class Op, class... Cs>
+auto eval_value(const Expr<Op, Cs...>& e) {
+    return hana::unpack(e.children, [&](const auto&... c) {
+        return xt::make_lambda_xfunction(detail::Forward<Op>{e.op}, eval_value(c)...);
+    });
+}
+
+// ---- shape: numpy broadcast over the tree, with errors naming the op ----
+template <Real T, std::size_t N>
+std::array<std::size_t, N> expr_shape(const Var<T, N>& v) {
+    std::array<std::size_t, N> s;
+    std::copy(v.shape().begin(), v.shape().end(), s.begin());
+    return s;
+}
+template <Real T>
+std::array<std::size_t, 0> expr_shape(const Const<T>&) {
+    return {};
+}
+template <class Op, class... Cs>
+std::array<std::size_t, Expr<Op, Cs...>::rank> expr_shape(const Expr<Op, Cs...>& e) {
+    constexpr std::size_t R = Expr<Op, Cs...>::rank;
+    std::array<std::size_t, R> out;
+    out.fill(1);
+    hana::for_each(e.children,
+                   [&](const auto& c) { out = detail::broadcast_shapes<R>(out, expr_shape(c), Op::name); });
+    return out;
+}
+
+// ---- does any leaf under this node require grad? ----
+template <Real T, std::size_t N>
+bool needs_grad(const Var<T, N>& v) {
+    return v.requires_grad();
+}
+template <Real T>
+bool needs_grad(const Const<T>&) {
+    return false;
+}
+template <class Op, class... Cs>
+bool needs_grad(const Expr<Op, Cs...>& e) {
+    return hana::unpack(e.children, [](const auto&... c) { return (needs_grad(c) || ...); });
+}
+
+// ---- backward: chain rule over the expression type ----
+// `g` is the gradient of the expression's output (an xtensor expression of the output shape).
+template <Real T, std::size_t N, class G>
+void backprop(const Var<T, N>& v, const G& g) {
+    if (!v.requires_grad()) return;
+    auto& grad = v.node()->grad_buffer();
+    const auto& gs = g.shape();
+    if (gs.size() == N && std::equal(gs.begin(), gs.end(), grad.shape().begin())) {
+        xt::noalias(grad) += g;
+    } else {  // v was broadcast: sum the gradient over the broadcast axes
+        xt::xtensor<T, std::tuple_size_v<std::decay_t<decltype(gs)>>> full = g;
+        detail::add_reduced(full.data(), full.shape(), grad.data(), grad.shape());
+    }
+}
+template <Real T, class G>
+void backprop(const Const<T>&, const G&) {}
+template <class Op, class... Cs, class G>
+void backprop(const Expr<Op, Cs...>& e, const G& g) {
+    hana::for_each(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Cs)>), [&](auto i) {
+        const auto& child = hana::at(e.children, i);
+        if (!needs_grad(child)) return;
+        hana::unpack(e.children, [&](const auto&... c) {
+            backprop(child, xt::make_lambda_xfunction(detail::Chain<Op, decltype(i)::value>{e.op}, g, eval_value(c)...));
+        });
+    });
+}
+
+// The tape node of a materialized expression.
+template <class E>
+class ExprNode final : public TensorNode<typename E::value_type, E::rank> {
+public:
+    std::optional<E> expr;
+    void backward() override { backprop(*expr, this->grad_buffer()); }
+    void release_inputs() override { expr.reset(); }
+    const char* op_name() const override { return "elementwise"; }
+};
+
+// Materializes an expression into one node: one fused forward pass.
+template <Expression E>
+Var<typename E::value_type, E::rank> eval(const E& e) {
+    if constexpr (requires { e.node(); }) {
+        return e;  // already a Var
+    } else {
+        const auto shape = expr_shape(e);
+        auto node = make_node<ExprNode<E>>(needs_grad(e));
+        if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
+        xt::noalias(node->value) = eval_value(e);
+        if (node->requires_grad) node->expr = e;
+        return Var<typename E::value_type, E::rank>(node);
+    }
+}
+
+template <Real T, std::size_t N>
+template <Expression E>
+    requires(!std::same_as<std::remove_cvref_t<E>, Var<T, N>>)
+Var<T, N>::Var(const E& expr) {
+    static_assert(E::rank == N, "xgrad: rank mismatch: the expression's rank differs from the Var it is assigned to");
+    static_assert(std::same_as<typename E::value_type, T>,
+                  "xgrad: dtype mismatch: the expression's element type differs from the Var it is assigned to");
+    *this = eval(expr);
+}
+
+}  // namespace xgrad

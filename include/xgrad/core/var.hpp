@@ -1,0 +1,165 @@
+// Var<T, N>: a handle to a node holding a value and (when it requires grad) a gradient.
+#pragma once
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include <xtensor/xtensor.hpp>
+
+#include "xgrad/core/error.hpp"
+#include "xgrad/core/tape.hpp"
+
+namespace xgrad {
+
+template <class T>
+concept Real = std::same_as<T, float> || std::same_as<T, double>;
+
+// A node's storage: value and gradient of the same static rank.
+template <Real T, std::size_t N>
+class TensorNode : public Node {
+public:
+    using value_type = T;
+    static constexpr std::size_t rank = N;
+
+    xt::xtensor<T, N> value;
+
+    // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
+    xt::xtensor<T, N>& grad_buffer() {
+        if (!grad_live_) {
+            if (grad_.shape() != value.shape()) grad_.resize(value.shape());
+            std::fill(grad_.begin(), grad_.end(), T(0));
+            grad_live_ = true;
+        }
+        return grad_;
+    }
+    bool has_grad() const override { return grad_live_; }
+    void reset_grad() override { grad_live_ = false; }
+
+private:
+    xt::xtensor<T, N> grad_;
+    bool grad_live_ = false;
+};
+
+// A leaf: a parameter (requires grad, gradients accumulate until zero_grad) or a constant.
+template <Real T, std::size_t N>
+class LeafNode final : public TensorNode<T, N> {
+public:
+    const char* op_name() const override { return this->requires_grad ? "parameter" : "constant"; }
+};
+
+template <class E>
+concept Expression = requires { typename E::xgrad_expression_tag; };
+
+template <Real T, std::size_t N>
+class Var {
+public:
+    using xgrad_expression_tag = void;
+    using value_type = T;
+    static constexpr std::size_t rank = N;
+    using node_type = TensorNode<T, N>;
+
+    Var() = default;
+    explicit Var(std::shared_ptr<node_type> node) : node_(std::move(node)) {}
+
+    // Materializes an elementwise expression: records ONE node (defined in expr.hpp).
+    template <Expression E>
+        requires(!std::same_as<std::remove_cvref_t<E>, Var>)
+    Var(const E& expr);
+
+    const xt::xtensor<T, N>& value() const { return node_->value; }
+    // Mutable value, for optimizers and initializers updating parameters in place.
+    xt::xtensor<T, N>& value() { return node_->value; }
+    // The accumulated gradient (zeros when nothing reached this node).
+    const xt::xtensor<T, N>& grad() const { return node_->grad_buffer(); }
+    bool has_grad() const { return node_->has_grad(); }
+    auto shape() const { return node_->value.shape(); }
+    std::size_t shape(std::size_t axis) const { return node_->value.shape()[axis]; }
+    std::size_t size() const { return node_->value.size(); }
+    bool requires_grad() const { return node_->requires_grad; }
+    bool is_leaf() const { return node_->is_leaf; }
+    const char* op_name() const { return node_->op_name(); }
+    node_type* node() const { return node_.get(); }
+    const std::shared_ptr<node_type>& node_ptr() const { return node_; }
+    explicit operator bool() const { return node_ != nullptr; }
+
+    // Forgets the accumulated gradient (leaves; intermediates are reset by each backward).
+    void zero_grad() const { node_->reset_grad(); }
+
+private:
+    std::shared_ptr<node_type> node_;
+};
+
+// A trainable leaf: requires grad; gradients accumulate across backward calls until zero_grad.
+template <Real T, std::size_t N>
+Var<T, N> parameter(xt::xtensor<T, N> value) {
+    auto n = std::make_shared<LeafNode<T, N>>();
+    n->value = std::move(value);
+    n->requires_grad = true;
+    return Var<T, N>(std::move(n));
+}
+
+// An input or constant leaf: no gradient flows into it.
+template <Real T, std::size_t N>
+Var<T, N> constant(xt::xtensor<T, N> value) {
+    auto n = std::make_shared<LeafNode<T, N>>();
+    n->value = std::move(value);
+    n->requires_grad = false;
+    return Var<T, N>(std::move(n));
+}
+
+// Creates the output node of an op: on the current tape when grad is enabled and some input
+// requires grad, otherwise a free-standing node that requires nothing.
+template <class NodeT>
+std::shared_ptr<NodeT> make_node(bool any_input_requires_grad) {
+    if (any_input_requires_grad && grad_enabled()) return tape().record<NodeT>();
+    auto n = std::make_shared<NodeT>();
+    n->requires_grad = false;
+    n->is_leaf = true;
+    return n;
+}
+
+template <class... Vs>
+bool any_requires_grad(const Vs&... vs) {
+    return (vs.requires_grad() || ...);
+}
+
+// Vector-Jacobian product: seeds y's gradient with grad_y and walks the tape back from y.
+// Leaves accumulate; intermediate gradients start from zero on every call.
+template <Real T, std::size_t N>
+void backward(const Var<T, N>& y, const xt::xtensor<T, N>& grad_y) {
+    if (!y) throw tape_error("backward: the output Var is empty");
+    if (y.shape() != grad_y.shape())
+        throw shape_error("backward: grad_y has shape " + shape_str(grad_y.shape()) + " but the output has shape " +
+                          shape_str(y.shape()));
+    auto* n = y.node();
+    if (!n->requires_grad)
+        throw tape_error("backward: the output " + shape_str(y.shape()) +
+                         " does not require grad (no parameter reaches it, or it was computed under NoGrad)");
+    if (n->is_leaf) {
+        auto& g = n->grad_buffer();
+        g += grad_y;
+        return;
+    }
+    Tape& t = tape();
+    if (!t.holds(n))
+        throw tape_error(std::string("backward: the output (op ") + n->op_name() +
+                         ") is not on the current tape (was the tape cleared after it was recorded?)");
+    t.reset_grads(n->tape_index);
+    n->grad_buffer() = grad_y;
+    t.run_backward(n->tape_index);
+}
+
+// backward from a loss holding a single element (seed 1).
+template <Real T, std::size_t N>
+void backward(const Var<T, N>& loss) {
+    if (loss && loss.size() != 1)
+        throw tape_error("backward: the loss has shape " + shape_str(loss.shape()) +
+                         "; a non-scalar output needs an explicit grad_y: backward(y, grad_y)");
+    xt::xtensor<T, N> seed = xt::ones<T>(loss.shape());
+    backward(loss, seed);
+}
+
+}  // namespace xgrad
