@@ -6,4 +6,6 @@
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduce.hpp"
+#include "xgrad/ops/shape.hpp"
 #include "xgrad/check/gradcheck.hpp"
+#include "xgrad/check/random.hpp"

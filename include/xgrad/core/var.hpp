@@ -75,7 +75,8 @@ public:
     // The accumulated gradient (zeros when nothing reached this node).
     const xt::xtensor<T, N>& grad() const { return node_->grad_buffer(); }
     bool has_grad() const { return node_->has_grad(); }
-    auto shape() const { return node_->value.shape(); }
+    // By reference: begin() and end() of two calls must point into the same array.
+    const auto& shape() const { return node_->value.shape(); }
     std::size_t shape(std::size_t axis) const { return node_->value.shape()[axis]; }
     std::size_t size() const { return node_->value.size(); }
     bool requires_grad() const { return node_->requires_grad; }

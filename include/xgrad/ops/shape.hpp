@@ -1,0 +1,255 @@
+// Shape ops: reshape, permute, transpose, attention-head split/merge, slice/narrow, expand, concat.
+// Every op but concat is one strided gather (shape_view.hpp): one copy forward, its exact adjoint
+// (a scatter-add through the same index map) backward.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "xgrad/ops/axis.hpp"
+#include "xgrad/ops/shape_concat.hpp"
+#include "xgrad/ops/shape_view.hpp"
+
+namespace xgrad {
+
+namespace detail {
+inline std::string long_str(long v) { return std::to_string(v); }
+
+// Resolves a reshape target (one -1 allowed) against `count` elements.
+template <std::size_t M, class S>
+std::array<std::size_t, M> reshape_target(const S& from, std::size_t count, const std::array<long, M>& to) {
+    std::array<std::size_t, M> out{};
+    std::size_t known = 1, infer = M;
+    for (std::size_t k = 0; k < M; ++k) {
+        if (to[k] == -1) {
+            if (infer != M)
+                throw value_error("reshape: only one dimension can be -1, got " + shape_str(to));
+            infer = k;
+        } else if (to[k] < 0) {
+            throw value_error("reshape: invalid dimension " + long_str(to[k]) + " in " + shape_str(to));
+        } else {
+            out[k] = static_cast<std::size_t>(to[k]);
+            known *= out[k];
+        }
+    }
+    if (infer != M) {
+        if (known == 0 || count % known != 0)
+            throw shape_error("reshape: cannot reshape x of shape " + shape_str(from) + " (" + std::to_string(count) +
+                              " elements) into " + shape_str(to));
+        out[infer] = count / known;
+    } else if (known != count) {
+        throw shape_error("reshape: cannot reshape x of shape " + shape_str(from) + " (" + std::to_string(count) +
+                          " elements) into " + shape_str(to) + " (" + std::to_string(known) + " elements)");
+    }
+    return out;
+}
+
+template <class S>
+std::array<std::size_t, 3> heads_shape3(const S& s) {
+    return {s[0], s[1], s[2]};
+}
+}  // namespace detail
+
+// ---- reshape: same elements in row-major order, new shape; one dim may be -1 (inferred) ----
+// Y (new shape) = X (old shape) element by element; dX += dY element by element.
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> reshape(const Var<T, N>& x, const std::array<long, M>& shape) {
+    const auto out = detail::reshape_target(x.shape(), x.size(), shape);
+    detail::StridedMap map;
+    map.push(x.size(), 1);
+    return detail::gather<M>(x, out, map, "reshape");
+}
+// reshape(x, {2, -1, 4}) or reshape<3>(x, {2, -1, 4}).
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> reshape(const Var<T, N>& x, const long (&shape)[M]) {
+    std::array<long, M> s;
+    std::copy(shape, shape + M, s.begin());
+    return reshape<M>(x, s);
+}
+
+// ---- permute (torch.permute): y's axis k is x's axis order[k] ----
+// Y[i_0..i_{N-1}] = X[j] with j[order[k]] = i_k; dX[j] += dY[i].
+template <Real T, std::size_t N>
+Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
+    std::array<bool, N> seen{};
+    for (std::size_t k = 0; k < N; ++k) {
+        if (order[k] >= N || seen[order[k]])
+            throw value_error("permute: " + shape_str(order) + " is not a permutation of the " + std::to_string(N) +
+                              " axes of x " + shape_str(x.shape()));
+        seen[order[k]] = true;
+    }
+    std::array<std::size_t, N> out;
+    for (std::size_t k = 0; k < N; ++k) out[k] = x.shape()[order[k]];
+    return detail::gather<N>(x, out, detail::permuted_map(x.shape(), order), "permute");
+}
+
+// ---- transpose (torch.transpose): swaps two axes; negative axes count from the end ----
+template <Real T, std::size_t N>
+Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
+    static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
+    const std::size_t a = detail::resolve_axis(dim0, N, "transpose"), b = detail::resolve_axis(dim1, N, "transpose");
+    std::array<std::size_t, N> order, out;
+    for (std::size_t k = 0; k < N; ++k) order[k] = k;
+    std::swap(order[a], order[b]);
+    for (std::size_t k = 0; k < N; ++k) out[k] = x.shape()[order[k]];
+    return detail::gather<N>(x, out, detail::permuted_map(x.shape(), order), "transpose");
+}
+
+// ---- attention heads (d2l transpose_qkv / transpose_output), each one copy ----
+namespace detail {
+template <class S>
+std::size_t head_dim(const S& s, std::size_t num_heads, const char* op) {
+    if (num_heads == 0) throw value_error(std::string(op) + ": num_heads must be positive");
+    if (s[2] % num_heads != 0)
+        throw shape_error(std::string(op) + ": the last dim of x " + shape_str(s) + " is not divisible by num_heads " +
+                          std::to_string(num_heads));
+    return s[2] / num_heads;
+}
+}  // namespace detail
+
+// x (B, T, H·D) -> (B·H, T, D): Y[b·H + h, t, d] = X[b, t, h·D + d]; dX[b, t, h·D + d] += dY[b·H + h, t, d].
+template <Real T, std::size_t N>
+Var<T, 3> split_heads(const Var<T, N>& x, std::size_t num_heads) {
+    static_assert(N == 3, "xgrad: split_heads needs a rank-3 input (B, T, H*D)");
+    const auto s = detail::heads_shape3(x.shape());
+    const std::size_t D = detail::head_dim(s, num_heads, "split_heads");
+    return detail::gather<3>(x, std::array<std::size_t, 3>{s[0] * num_heads, s[1], D},
+                             detail::split_heads_map(s[0], s[1], num_heads, D), "split_heads");
+}
+// x (B, T, H·D) -> (B, H, T, D): Y[b, h, t, d] = X[b, t, h·D + d]; dX[b, t, h·D + d] += dY[b, h, t, d].
+template <Real T, std::size_t N>
+Var<T, 4> split_heads4(const Var<T, N>& x, std::size_t num_heads) {
+    static_assert(N == 3, "xgrad: split_heads4 needs a rank-3 input (B, T, H*D)");
+    const auto s = detail::heads_shape3(x.shape());
+    const std::size_t D = detail::head_dim(s, num_heads, "split_heads4");
+    return detail::gather<4>(x, std::array<std::size_t, 4>{s[0], num_heads, s[1], D},
+                             detail::split_heads_map(s[0], s[1], num_heads, D), "split_heads4");
+}
+// x (B·H, T, D) -> (B, T, H·D): Y[b, t, h·D + d] = X[b·H + h, t, d]; dX[b·H + h, t, d] += dY[b, t, h·D + d].
+template <Real T, std::size_t N>
+Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads) {
+    static_assert(N == 3, "xgrad: merge_heads needs a rank-3 input (B*H, T, D)");
+    const auto s = detail::heads_shape3(x.shape());
+    if (num_heads == 0) throw value_error("merge_heads: num_heads must be positive");
+    if (s[0] % num_heads != 0)
+        throw shape_error("merge_heads: the first dim of x " + shape_str(s) + " is not divisible by num_heads " +
+                          std::to_string(num_heads));
+    const std::size_t B = s[0] / num_heads;
+    return detail::gather<3>(x, std::array<std::size_t, 3>{B, s[1], num_heads * s[2]},
+                             detail::merge_heads_map(B, num_heads, s[1], s[2]), "merge_heads");
+}
+// x (B, H, T, D) -> (B, T, H·D): Y[b, t, h·D + d] = X[b, h, t, d]; dX[b, h, t, d] += dY[b, t, h·D + d].
+template <Real T, std::size_t N>
+Var<T, 3> merge_heads4(const Var<T, N>& x) {
+    static_assert(N == 4, "xgrad: merge_heads4 needs a rank-4 input (B, H, T, D)");
+    const auto& s = x.shape();
+    return detail::gather<3>(x, std::array<std::size_t, 3>{s[0], s[2], s[1] * s[3]},
+                             detail::merge_heads_map(s[0], s[1], s[2], s[3]), "merge_heads4");
+}
+
+// ---- slice / narrow along one axis ----
+namespace detail {
+// Y = X[..., start : start + length, ...] (along `ax`); dX[..., start : start + length, ...] += dY.
+template <Real T, std::size_t N>
+Var<T, N> take_range(const Var<T, N>& x, std::size_t ax, std::size_t start, std::size_t length, const char* op) {
+    const auto strides = contiguous_strides(x.shape());
+    std::array<std::size_t, N> out;
+    StridedMap map;
+    for (std::size_t k = 0; k < N; ++k) {
+        out[k] = k == ax ? length : x.shape()[k];
+        map.push(out[k], strides[k]);
+    }
+    map.offset = start * strides[ax];
+    return gather<N>(x, out, map, op);
+}
+}  // namespace detail
+
+// x[start:stop] along `axis` (negative start/stop count from the end); needs 0 <= start <= stop <= size.
+template <Real T, std::size_t N>
+Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
+    static_assert(N >= 1, "xgrad: slice needs rank >= 1");
+    const std::size_t ax = detail::resolve_axis(axis, N, "slice");
+    const long size = static_cast<long>(x.shape()[ax]);
+    const long b = start < 0 ? start + size : start, e = stop < 0 ? stop + size : stop;
+    if (b < 0 || b > e || e > size)
+        throw value_error("slice: range [" + detail::long_str(start) + ", " + detail::long_str(stop) +
+                          ") is invalid for axis " + std::to_string(ax) + " of x " + shape_str(x.shape()));
+    return detail::take_range(x, ax, std::size_t(b), std::size_t(e - b), "slice");
+}
+
+// torch.narrow: `length` elements along `axis` from `start` (negative start counts from the end).
+template <Real T, std::size_t N>
+Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
+    static_assert(N >= 1, "xgrad: narrow needs rank >= 1");
+    const std::size_t ax = detail::resolve_axis(axis, N, "narrow");
+    const long size = static_cast<long>(x.shape()[ax]);
+    const long b = start < 0 ? start + size : start;
+    if (b < 0 || b > size || length < 0 || b + length > size)
+        throw value_error("narrow: start " + detail::long_str(start) + " and length " + detail::long_str(length) +
+                          " are out of range for axis " + std::to_string(ax) + " of x " + shape_str(x.shape()));
+    return detail::take_range(x, ax, std::size_t(b), std::size_t(length), "narrow");
+}
+
+// ---- expand / broadcast_to (numpy rules: extent-1 axes and new leading axes repeat) ----
+// Y (shape) = X broadcast; dX (x's shape) += dY summed over the broadcast axes.
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> expand(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
+    static_assert(M >= N, "xgrad: expand cannot lower the rank (the target needs rank >= the input's)");
+    const auto strides = detail::contiguous_strides(x.shape());
+    detail::StridedMap map;
+    for (std::size_t k = 0; k < M; ++k) {
+        if (k < M - N) {
+            map.push(shape[k], 0);
+            continue;
+        }
+        const std::size_t j = k - (M - N), d = x.shape()[j];
+        if (d != shape[k] && d != 1)
+            throw shape_error("expand: cannot broadcast x of shape " + shape_str(x.shape()) + " to " + shape_str(shape));
+        map.push(shape[k], d == 1 ? 0 : strides[j]);
+    }
+    return detail::gather<M>(x, shape, map, "expand");
+}
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> expand(const Var<T, N>& x, const std::size_t (&shape)[M]) {
+    std::array<std::size_t, M> s;
+    std::copy(shape, shape + M, s.begin());
+    return expand<M>(x, s);
+}
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> broadcast_to(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
+    return expand<M>(x, shape);
+}
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> broadcast_to(const Var<T, N>& x, const std::size_t (&shape)[M]) {
+    return expand<M>(x, shape);
+}
+
+// ---- elementwise expressions are materialized first ----
+template <std::size_t M, detail::NonVarExpression E>
+auto reshape(const E& e, const std::array<long, M>& shape) {
+    return reshape<M>(eval(e), shape);
+}
+template <detail::NonVarExpression E>
+auto permute(const E& e, const std::array<std::size_t, E::rank>& order) {
+    return permute(eval(e), order);
+}
+template <detail::NonVarExpression E>
+auto transpose(const E& e, long dim0, long dim1) {
+    return transpose(eval(e), dim0, dim1);
+}
+template <detail::NonVarExpression E>
+auto slice(const E& e, long axis, long start, long stop) {
+    return slice(eval(e), axis, start, stop);
+}
+template <detail::NonVarExpression E>
+auto narrow(const E& e, long axis, long start, long length) {
+    return narrow(eval(e), axis, start, length);
+}
+template <std::size_t M, detail::NonVarExpression E>
+auto expand(const E& e, const std::array<std::size_t, M>& shape) {
+    return expand<M>(eval(e), shape);
+}
+
+}  // namespace xgrad

@@ -1,0 +1,95 @@
+// concat (torch.cat): joins tensors of equal rank along one axis; all other dims must match.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/expr.hpp"
+#include "xgrad/ops/axis.hpp"
+
+namespace xgrad {
+namespace detail {
+
+// Inputs X_i (outer, A_i, inner) side by side along the middle axis: y (outer, Σ A_i, inner).
+template <Real T, std::size_t N>
+class ConcatNode final : public TensorNode<T, N> {
+public:
+    std::vector<Var<T, N>> xs;
+    std::size_t axis = 0;
+
+    const char* op_name() const override { return "concat"; }
+    void release_inputs() override { xs.clear(); }
+
+    // Calls block(i, outer_index, offset_in_y, count) for each contiguous block x_i contributes.
+    template <class Block>
+    void for_each_block(Block&& block) const {
+        const AxisSplit ys = split_at(this->value.shape(), axis);
+        for (std::size_t o = 0; o < ys.outer; ++o) {
+            std::size_t offset = o * ys.extent * ys.inner;
+            for (std::size_t i = 0; i < xs.size(); ++i) {
+                const std::size_t count = xs[i].shape(axis) * ys.inner;
+                block(i, o, offset, count);
+                offset += count;
+            }
+        }
+    }
+
+    void forward() {
+        T* y = this->value.data();
+        for_each_block([&](std::size_t i, std::size_t o, std::size_t offset, std::size_t count) {
+            std::copy_n(xs[i].value().data() + o * count, count, y + offset);
+        });
+    }
+
+    void backward() override {
+        // dX_i (outer, A_i, inner) += dY (outer, Σ A, inner)[:, a_i : a_i + A_i, :]
+        const T* gy = this->grad_buffer().data();
+        std::vector<T*> gx(xs.size(), nullptr);
+        for (std::size_t i = 0; i < xs.size(); ++i)
+            if (xs[i].requires_grad()) gx[i] = xs[i].node()->grad_buffer().data();
+        for_each_block([&](std::size_t i, std::size_t o, std::size_t offset, std::size_t count) {
+            if (!gx[i]) return;
+            T* g = gx[i] + o * count;
+            for (std::size_t k = 0; k < count; ++k) g[k] += gy[offset + k];
+        });
+    }
+};
+
+}  // namespace detail
+
+// torch.cat(xs, axis): every input has the same rank and the same dims except along `axis`.
+template <Real T, std::size_t N>
+Var<T, N> concat(const std::vector<Var<T, N>>& xs, long axis) {
+    static_assert(N >= 1, "xgrad: concat needs rank >= 1");
+    if (xs.empty()) throw value_error("concat: needs at least one input");
+    const std::size_t ax = detail::resolve_axis(axis, N, "concat");
+    std::array<std::size_t, N> shape;
+    std::copy(xs[0].shape().begin(), xs[0].shape().end(), shape.begin());
+    shape[ax] = 0;
+    bool any_grad = false;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+        for (std::size_t k = 0; k < N; ++k)
+            if (k != ax && xs[i].shape(k) != xs[0].shape(k))
+                throw shape_error("concat: input " + std::to_string(i) + " has shape " + shape_str(xs[i].shape()) +
+                                  " but input 0 has shape " + shape_str(xs[0].shape()) +
+                                  "; all dims except axis " + std::to_string(ax) + " must match");
+        shape[ax] += xs[i].shape(ax);
+        any_grad |= xs[i].requires_grad();
+    }
+    auto node = make_node<detail::ConcatNode<T, N>>(any_grad);
+    node->xs = xs;
+    node->axis = ax;
+    if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
+    node->forward();
+    return Var<T, N>(node);
+}
+// concat({a, b, c}, axis)
+template <Real T, std::size_t N>
+Var<T, N> concat(std::initializer_list<Var<T, N>> xs, long axis) {
+    return concat(std::vector<Var<T, N>>(xs), axis);
+}
+
+}  // namespace xgrad

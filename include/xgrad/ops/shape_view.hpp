@@ -1,0 +1,159 @@
+// The one mechanism behind reshape, permute, transpose, split/merge heads, slice and expand:
+// a strided gather. Output element number f (row-major over the walk's extents) is read from input
+// element offset + Σ_k index_k · stride_k. Its exact adjoint scatters with += through the same map,
+// so a zero stride (expand) sums the gradient of every repeat.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "xgrad/core/expr.hpp"
+
+namespace xgrad {
+namespace detail {
+
+inline constexpr std::size_t max_view_rank = 16;
+
+template <class E>
+concept NonVarExpression = Expression<E> && !requires(const E& e) { e.node(); };
+
+// Row-major strides of a contiguous tensor.
+template <class S>
+std::array<std::size_t, max_view_rank> contiguous_strides(const S& shape) {
+    std::array<std::size_t, max_view_rank> s{};
+    std::size_t stride = 1;
+    for (std::size_t k = shape.size(); k-- > 0;) s[k] = stride, stride *= shape[k];
+    return s;
+}
+
+// Where each output element is read from (see the header comment).
+struct StridedMap {
+    std::size_t rank = 0;
+    std::size_t offset = 0;
+    std::array<std::size_t, max_view_rank> extent{}, stride{};
+
+    void push(std::size_t e, std::size_t s) {
+        if (rank == max_view_rank) throw value_error("shape ops: rank above 16 is not supported");
+        extent[rank] = e, stride[rank] = s, ++rank;
+    }
+    std::size_t size() const {
+        std::size_t n = 1;
+        for (std::size_t k = 0; k < rank; ++k) n *= extent[k];
+        return n;
+    }
+    // Drops extent-1 axes and merges neighbours that walk memory as one axis (fewer, longer rows).
+    void simplify() {
+        std::size_t r = 0;
+        for (std::size_t k = 0; k < rank; ++k) {
+            if (extent[k] == 1) continue;
+            if (r > 0 && stride[r - 1] == stride[k] * extent[k]) {
+                extent[r - 1] *= extent[k], stride[r - 1] = stride[k];
+            } else {
+                extent[r] = extent[k], stride[r] = stride[k], ++r;
+            }
+        }
+        rank = r;
+    }
+};
+
+// Calls row(out_begin, in_begin, count, in_stride) for every innermost row of the walk:
+// output elements out_begin + i (i < count) come from input element in_begin + i · in_stride.
+template <class Row>
+void for_each_row(const StridedMap& m, Row&& row) {
+    const std::size_t total = m.size();
+    if (total == 0) return;
+    if (m.rank == 0) return row(std::size_t(0), m.offset, std::size_t(1), std::size_t(0));
+    const std::size_t inner = m.extent[m.rank - 1], inner_stride = m.stride[m.rank - 1];
+    std::array<std::size_t, max_view_rank> index{};
+    std::size_t in = m.offset;
+    for (std::size_t out = 0; out < total; out += inner) {
+        row(out, in, inner, inner_stride);
+        for (std::size_t k = m.rank - 1; k-- > 0;) {  // odometer over the outer axes
+            in += m.stride[k];
+            if (++index[k] < m.extent[k]) break;
+            in -= m.stride[k] * m.extent[k];
+            index[k] = 0;
+        }
+    }
+}
+
+// y (shape M) = x (shape N) gathered through `map`; op_name is the user-facing op.
+template <Real T, std::size_t N, std::size_t M>
+class GatherNode final : public TensorNode<T, M> {
+public:
+    Var<T, N> x;
+    StridedMap map;
+    const char* name = "view";
+
+    const char* op_name() const override { return name; }
+    void release_inputs() override { x = {}; }
+
+    void forward() {
+        const T* src = x.value().data();
+        T* dst = this->value.data();
+        for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
+            if (s == 1) std::copy_n(src + i, n, dst + o);
+            else
+                for (std::size_t k = 0; k < n; ++k) dst[o + k] = src[i + k * s];
+        });
+    }
+
+    void backward() override {
+        if (!x.requires_grad()) return;
+        // dX (x's shape)[offset + Σ index·stride] += dY (this shape)[index]; repeats (stride 0) sum
+        const T* gy = this->grad_buffer().data();
+        T* gx = x.node()->grad_buffer().data();
+        for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
+            if (s == 0) {
+                T acc = 0;
+                for (std::size_t k = 0; k < n; ++k) acc += gy[o + k];
+                gx[i] += acc;
+            } else {
+                for (std::size_t k = 0; k < n; ++k) gx[i + k * s] += gy[o + k];
+            }
+        });
+    }
+};
+
+// Records y = x gathered through `map` with output shape `out_shape` (its size must be map.size()).
+template <std::size_t M, Real T, std::size_t N, class Shape>
+Var<T, M> gather(const Var<T, N>& x, const Shape& out_shape, StridedMap map, const char* name) {
+    auto node = make_node<GatherNode<T, N, M>>(x.requires_grad());
+    std::array<std::size_t, M> shape;
+    std::copy(out_shape.begin(), out_shape.end(), shape.begin());
+    map.simplify();
+    node->x = x;
+    node->map = map;
+    node->name = name;
+    if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
+    node->forward();
+    return Var<T, M>(node);
+}
+
+// The map that walks x's axes in the order `order` (a permutation of 0..N-1).
+template <class S, class O>
+StridedMap permuted_map(const S& shape, const O& order) {
+    const auto strides = contiguous_strides(shape);
+    StridedMap m;
+    for (std::size_t k = 0; k < order.size(); ++k) m.push(shape[order[k]], strides[order[k]]);
+    return m;
+}
+
+// Attention heads, d2l's transpose_qkv: x (B, T, H·D) walked as (B, H, T, D).
+inline StridedMap split_heads_map(std::size_t B, std::size_t T_, std::size_t H, std::size_t D) {
+    StridedMap m;
+    m.push(B, T_ * H * D), m.push(H, D), m.push(T_, H * D), m.push(D, 1);
+    return m;
+}
+// d2l's transpose_output: x (B, H, T, D) (or (B·H, T, D)) walked as (B, T, H, D).
+inline StridedMap merge_heads_map(std::size_t B, std::size_t H, std::size_t T_, std::size_t D) {
+    StridedMap m;
+    m.push(B, H * T_ * D), m.push(T_, D), m.push(H, T_ * D), m.push(D, 1);
+    return m;
+}
+
+}  // namespace detail
+}  // namespace xgrad

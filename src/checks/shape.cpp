@@ -1,0 +1,42 @@
+// Gradient checks for the shape ops (reshape, permute, transpose, heads, concat, slice, expand).
+#include "checks/registry.hpp"
+#include "xgrad/xgrad.hpp"
+
+namespace xgrad::checks {
+namespace {
+
+const Register shape_checks{{
+    {"reshape", "(2,3,4)->(4,-1)",
+     [] { return gradcheck([](auto& x) { return reshape<2>(x, {4, -1}); }, randn<3>({2, 3, 4}, 301)); }},
+    {"permute", "(2,3,4) order (2,0,1)",
+     [] { return gradcheck([](auto& x) { return permute(x, {2, 0, 1}); }, randn<3>({2, 3, 4}, 302)); }},
+    {"transpose", "(2,3,4) dims (0,-1)",
+     [] { return gradcheck([](auto& x) { return transpose(x, 0, -1); }, randn<3>({2, 3, 4}, 303)); }},
+    {"split_heads", "(2,3,6) H=3",
+     [] { return gradcheck([](auto& x) { return split_heads(x, 3); }, randn<3>({2, 3, 6}, 304)); }},
+    {"merge_heads", "(6,3,2) H=3",
+     [] { return gradcheck([](auto& x) { return merge_heads(x, 3); }, randn<3>({6, 3, 2}, 305)); }},
+    {"split_heads4", "(2,3,4) H=2",
+     [] { return gradcheck([](auto& x) { return split_heads4(x, 2); }, randn<3>({2, 3, 4}, 306)); }},
+    {"merge_heads4", "(2,2,3,2)",
+     [] { return gradcheck([](auto& x) { return merge_heads4(x); }, randn<4>({2, 2, 3, 2}, 307)); }},
+    {"concat", "(2,3)+(2,1)+(2,3) axis 1",
+     [] {
+         return gradcheck([](auto& a, auto& b) { return concat({a, b, a}, 1); }, randn<2>({2, 3}, 308),
+                          randn<2>({2, 1}, 309));
+     }},
+    {"slice", "(3,5) axis -1 [1:-1]",
+     [] { return gradcheck([](auto& x) { return slice(x, -1, 1, -1); }, randn<2>({3, 5}, 310)); }},
+    {"narrow", "(4,2,3) axis 0 start 1 len 2",
+     [] { return gradcheck([](auto& x) { return narrow(x, 0, 1, 2); }, randn<3>({4, 2, 3}, 311)); }},
+    {"expand", "(3,1)->(2,3,4)",
+     [] { return gradcheck([](auto& x) { return expand<3>(x, {2, 3, 4}); }, randn<2>({3, 1}, 312)); }},
+    {"reshape+transpose", "(2,6)->(3,4)^T * w",
+     [] {
+         return gradcheck([](auto& x, auto& w) { return transpose(reshape<2>(x, {3, 4}), 0, 1) * w; },
+                          randn<2>({2, 6}, 313), randn<2>({4, 3}, 314));
+     }},
+}};
+
+}  // namespace
+}  // namespace xgrad::checks

@@ -1,0 +1,75 @@
+// gradcheck itself: it must catch wrong, missing and non-accumulating gradients.
+#include <doctest/doctest.h>
+
+#include "xgrad/xgrad.hpp"
+
+using namespace xgrad;
+
+namespace {
+// y = 3x, with a deliberately wrong / missing / overwriting backward (to test the checker).
+enum class Bug { none, wrong, missing, overwrite };
+template <Real T, std::size_t N>
+class TripleNode final : public TensorNode<T, N> {
+public:
+    Var<T, N> x;
+    Bug bug = Bug::none;
+    const char* op_name() const override { return "triple"; }
+    void release_inputs() override { x = {}; }
+    void backward() override {
+        auto& gx = x.node()->grad_buffer();
+        if (bug == Bug::missing) return;
+        if (bug == Bug::overwrite) gx = 3.0 * this->grad_buffer();
+        else gx += (bug == Bug::wrong ? 3.1 : 3.0) * this->grad_buffer();
+    }
+};
+template <std::size_t N>
+Var<double, N> triple(const Var<double, N>& x, Bug bug) {
+    auto n = make_node<TripleNode<double, N>>(x.requires_grad());
+    n->x = x;
+    n->bug = bug;
+    n->value = 3.0 * x.value();
+    return Var<double, N>(n);
+}
+}  // namespace
+
+TEST_CASE("gradcheck passes a correct op in full and fast mode") {
+    GradcheckOptions fast;
+    fast.mode = GradcheckOptions::Mode::fast;
+    auto x = randn<2>({4, 5});
+    auto full = gradcheck([](auto& v) { return triple(v, Bug::none); }, x);
+    CHECK(full.passed);
+    CHECK(full.mode == "full");
+    auto quick = gradcheck([](auto& v) { return triple(v, Bug::none); }, x, fast);
+    CHECK(quick.passed);
+    CHECK(quick.mode == "fast");
+}
+
+TEST_CASE("gradcheck reports the worst element of a wrong gradient") {
+    auto r = gradcheck([](auto& v) { return triple(v, Bug::wrong); }, randn<1>({3}));
+    CHECK_FALSE(r.passed);
+    CHECK(r.analytic == doctest::Approx(3.1));
+    CHECK(r.numeric == doctest::Approx(3.0));
+    CHECK(r.max_abs_error == doctest::Approx(0.1));
+    CHECK(r.report().find("input 0 index (0,) output 0") != std::string::npos);
+}
+
+TEST_CASE("gradcheck fails an all-zero analytic gradient and a backward that does not accumulate") {
+    auto missing = gradcheck([](auto& v) { return triple(v, Bug::missing); }, randn<1>({3}));
+    CHECK_FALSE(missing.passed);
+    GradcheckOptions no_compare;
+    no_compare.atol = 1e9;  // even when the comparison is made lenient, the zero check remains
+    auto zero = gradcheck([](auto& v) { return triple(v, Bug::missing); }, randn<1>({3}), no_compare);
+    CHECK_FALSE(zero.passed);
+    CHECK(zero.failure.find("all zero") != std::string::npos);
+    auto overwrite = gradcheck([](auto& v) { return triple(v, Bug::overwrite); }, randn<1>({3}));
+    CHECK_FALSE(overwrite.passed);
+    CHECK(overwrite.failure.find("accumulate") != std::string::npos);
+}
+
+TEST_CASE("gradcheck in fast mode catches a wrong gradient on a large input") {
+    GradcheckOptions fast;
+    fast.mode = GradcheckOptions::Mode::fast;
+    auto r = gradcheck([](auto& v) { return triple(v, Bug::wrong); }, randn<2>({40, 50}), fast);
+    CHECK_FALSE(r.passed);
+    CHECK(r.worst_where.find("projection") != std::string::npos);
+}

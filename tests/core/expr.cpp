@@ -1,0 +1,104 @@
+// Elementwise expressions: values, broadcasting, every op's gradient, errors.
+#include <cmath>
+
+#include <doctest/doctest.h>
+
+#include "xgrad/xgrad.hpp"
+
+using namespace xgrad;
+using T1 = xt::xtensor<double, 1>;
+using T2 = xt::xtensor<double, 2>;
+
+namespace {
+template <class F>
+void check_unary(F f, double lo, double hi) {
+    for (auto shape : {std::array<std::size_t, 2>{3, 4}, std::array<std::size_t, 2>{1, 7}}) {
+        auto r = gradcheck(f, uniform<2>(shape, lo, hi, 7));
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+}
+}  // namespace
+
+TEST_CASE("unary ops match their scalar definitions") {
+    auto x = constant(T1{-1.5, -0.2, 0.3, 2.0});
+    auto at = [&](auto e, int i) { return eval(e).value()(i); };
+    CHECK(at(exp(x), 3) == doctest::Approx(std::exp(2.0)));
+    CHECK(at(abs(x), 0) == 1.5);
+    CHECK(at(relu(x), 0) == 0.0);
+    CHECK(at(relu(x), 2) == 0.3);
+    CHECK(at(square(x), 0) == doctest::Approx(2.25));
+    CHECK(at(sigmoid(x), 3) == doctest::Approx(1 / (1 + std::exp(-2.0))));
+    CHECK(at(-x, 1) == 0.2);
+    CHECK(at(pow(abs(x), 3), 3) == doctest::Approx(8.0));
+    // GELU reference values: x * Phi(x); Phi(2) = 0.9772498680518208, Phi(-1.5) = 0.0668072012688581
+    CHECK(at(gelu(x), 3) == doctest::Approx(2 * 0.9772498680518208).epsilon(1e-14));
+    CHECK(at(gelu(x), 0) == doctest::Approx(-1.5 * 0.0668072012688581).epsilon(1e-13));
+    // tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    const double u = std::sqrt(2 / 3.141592653589793) * (2.0 + 0.044715 * 8);
+    CHECK(at(gelu_tanh(x), 3) == doctest::Approx(0.5 * 2 * (1 + std::tanh(u))).epsilon(1e-14));
+}
+
+TEST_CASE("every elementwise op passes gradcheck on two shapes") {
+    check_unary([](auto& x) { return exp(x); }, -2, 2);
+    check_unary([](auto& x) { return log(x); }, 0.5, 3);
+    check_unary([](auto& x) { return sqrt(x); }, 0.5, 3);
+    check_unary([](auto& x) { return tanh(x); }, -2, 2);
+    check_unary([](auto& x) { return sigmoid(x); }, -4, 4);
+    check_unary([](auto& x) { return relu(x); }, 0.1, 2);
+    check_unary([](auto& x) { return relu(x) + x; }, -2, -0.1);  // negative side: only the identity
+    check_unary([](auto& x) { return abs(x); }, 0.1, 2);
+    check_unary([](auto& x) { return abs(x); }, -2, -0.1);
+    check_unary([](auto& x) { return square(x); }, -2, 2);
+    check_unary([](auto& x) { return -x; }, -2, 2);
+    check_unary([](auto& x) { return gelu(x); }, -3, 3);
+    check_unary([](auto& x) { return gelu_tanh(x); }, -3, 3);
+    check_unary([](auto& x) { return pow(x, 2.5); }, 0.5, 2);
+    check_unary([](auto& x) { return pow(x, -1.0); }, 0.5, 2);
+    check_unary([](auto& x) { return 2.0 / (x + 3.0) - 1.5 * x; }, -1, 1);
+    check_unary([](auto& x) { return 1.0 - x / 4.0; }, -1, 1);
+}
+
+TEST_CASE("binary ops broadcast like numpy, and gradients sum over broadcast axes") {
+    auto a = randn<2>({3, 4}, 1);
+    auto bias = randn<1>({4}, 2);
+    auto col = randn<2>({3, 1}, 3);
+    auto row = randn<2>({1, 4}, 4);
+    auto scalar = randn<0>({}, 5);
+    for (auto r : {gradcheck([](auto& x, auto& b) { return x * b + b; }, a, bias),
+                   gradcheck([](auto& x, auto& c) { return x / (c * c + 1.0) - c; }, a, col),
+                   gradcheck([](auto& c, auto& r) { return c * r + tanh(c - r); }, col, row),
+                   gradcheck([](auto& x, auto& s) { return x * s + s; }, a, scalar)}) {
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+    // broadcast values: (3,1) * (1,4) is an outer product
+    auto c = constant(T2{{1}, {2}, {3}});
+    auto r = constant(T2{{10, 20}});
+    CHECK(eval(c * r).value() == T2{{10, 20}, {20, 40}, {30, 60}});
+}
+
+TEST_CASE("a leaf used twice accumulates both paths") {
+    Tape t;
+    TapeScope scope(t);
+    auto x = parameter(T1{3.0, -2.0});
+    backward(sum(x * x + x));  // d/dx = 2x + 1
+    CHECK(x.grad() == T1{7.0, -3.0});
+    auto r = gradcheck([](auto& v) { return v * v * v + v; }, randn<1>({5}));
+    INFO(r.report());
+    CHECK(r.passed);
+}
+
+TEST_CASE("float expressions compute in float") {
+    auto a = constant(xt::xtensor<float, 1>{1.0f, 4.0f});
+    Var<float, 1> y = sqrt(a) * 2.0;  // the double literal becomes a float constant
+    CHECK(y.value()(1) == 4.0f);
+}
+
+TEST_CASE("incompatible broadcast shapes throw, naming the op and both shapes") {
+    auto a = constant(T2(std::array<std::size_t, 2>{2, 3}));
+    auto b = constant(T1(std::array<std::size_t, 1>{4}));
+    CHECK_THROWS_WITH_AS(eval(a + b), "add: cannot broadcast operand of shape (2, 3) with operand of shape (4,)",
+                         shape_error);
+    CHECK_THROWS_WITH_AS(eval(exp(a) * b), doctest::Contains("mul: cannot broadcast"), shape_error);
+}

@@ -1,0 +1,54 @@
+// sum, mean, max: values, keepdims, axes, gradients, errors.
+#include <doctest/doctest.h>
+
+#include "xgrad/xgrad.hpp"
+
+using namespace xgrad;
+using T2 = xt::xtensor<double, 2>;
+using T3 = xt::xtensor<double, 3>;
+
+TEST_CASE("reductions over all elements and over one axis") {
+    auto x = constant(T2{{1, 5, 3}, {4, 2, 6}});
+    CHECK(sum(x).value()() == 21);
+    CHECK(mean(x).value()() == 3.5);
+    CHECK(max(x).value()() == 6);
+    CHECK(sum(x, 0).value() == xt::xtensor<double, 1>{5, 7, 9});
+    CHECK(sum(x, -1).value() == xt::xtensor<double, 1>{9, 12});
+    CHECK(mean(x, 1, keepdims).value() == T2{{3}, {4}});
+    CHECK(max(x, 0).value() == xt::xtensor<double, 1>{4, 5, 6});
+    CHECK(max(x, 1, keepdims).value() == T2{{5}, {6}});
+    CHECK(sum(x, keepdims).value() == T2{{21}});
+    CHECK(sum(x * 2.0, 0).value() == xt::xtensor<double, 1>{10, 14, 18});  // expressions are materialized
+}
+
+TEST_CASE("max sends the gradient to the winner; an all-reduce shares it among ties (as torch)") {
+    Tape t;
+    TapeScope scope(t);
+    auto x = parameter(T2{{1, 7, 7}, {9, 2, 9}});
+    backward(sum(max(x, 1)));  // first winner per row
+    CHECK(x.grad() == T2{{0, 1, 0}, {1, 0, 0}});
+    x.zero_grad();
+    backward(max(x));  // two elements equal 9
+    CHECK(x.grad() == T2{{0, 0, 0}, {0.5, 0, 0.5}});
+}
+
+TEST_CASE("reductions pass gradcheck on two shapes, every axis, with and without keepdims") {
+    auto a = randn<3>({2, 3, 4}, 11);
+    auto b = randn<2>({5, 1}, 12);
+    for (auto r : {gradcheck([](auto& x) { return sum(x); }, a), gradcheck([](auto& x) { return mean(x); }, b),
+                   gradcheck([](auto& x) { return max(x); }, a), gradcheck([](auto& x) { return sum(x, 1); }, a),
+                   gradcheck([](auto& x) { return mean(x, -1, keepdims); }, a),
+                   gradcheck([](auto& x) { return max(x, 0); }, a), gradcheck([](auto& x) { return max(x, 2, keepdims); }, a),
+                   gradcheck([](auto& x) { return mean(x, 0); }, b), gradcheck([](auto& x) { return sum(x, 1, keepdims); }, b)}) {
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+}
+
+TEST_CASE("an axis out of range is a value_error naming the op") {
+    auto x = constant(T3(std::array<std::size_t, 3>{2, 3, 4}));
+    CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for rank 3", value_error);
+    CHECK_THROWS_AS(mean(x, -4), value_error);
+    auto empty = constant(T2(std::array<std::size_t, 2>{0, 3}));
+    CHECK_THROWS_AS(max(empty), shape_error);
+}
