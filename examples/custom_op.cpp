@@ -1,0 +1,43 @@
+// Writing your own op and verifying it with gradcheck.
+//
+// An op is a node struct: it holds its inputs, computes its value, and in backward() reads its
+// output gradient and ACCUMULATES into its inputs' gradients. Here: softplus(x) = log(1 + e^x),
+// whose derivative is sigmoid(x).
+#include <cmath>
+#include <iostream>
+
+#include <xgrad/xgrad.hpp>
+
+template <xgrad::Real T, std::size_t N>
+class SoftplusNode final : public xgrad::TensorNode<T, N> {
+public:
+    xgrad::Var<T, N> x;
+    const char* op_name() const override { return "softplus"; }
+    void release_inputs() override { x = {}; }
+    void backward() override {
+        if (!x.requires_grad()) return;
+        auto& gx = x.node()->grad_buffer();
+        const auto& gy = this->grad_buffer();
+        // dX (shape of x) += dY ⊙ sigmoid(X)
+        for (std::size_t i = 0; i < gx.size(); ++i)
+            gx.data()[i] += gy.data()[i] / (1 + std::exp(-x.value().data()[i]));
+    }
+};
+
+template <xgrad::Real T, std::size_t N>
+xgrad::Var<T, N> softplus(const xgrad::Var<T, N>& x) {
+    auto node = xgrad::make_node<SoftplusNode<T, N>>(x.requires_grad());
+    node->x = x;
+    node->value = xt::log1p(xt::exp(x.value()));
+    return xgrad::Var<T, N>(node);
+}
+
+int main() {
+    auto r = xgrad::gradcheck([](auto& x) { return softplus(x); }, xgrad::randn<2>({3, 4}));
+    std::cout << r.report() << '\n';
+    // the same op inside a larger function of two inputs
+    auto r2 = xgrad::gradcheck([](auto& x, auto& w) { return xgrad::sum(softplus(x) * w, 1); },
+                               xgrad::randn<2>({3, 4}, 1), xgrad::randn<1>({4}, 2));
+    std::cout << r2.report() << '\n';
+    return r.passed && r2.passed ? 0 : 1;
+}
