@@ -1,0 +1,33 @@
+// xgrad::Generator: a seeded random source for ops that draw (dropout) and for initializers.
+// Same seed, same sequence, on every platform: uniform() is built from the raw engine bits, not
+// from std:: distributions (whose output is implementation-defined).
+#pragma once
+#include <cstdint>
+#include <random>
+
+namespace xgrad {
+
+class Generator {
+public:
+    static constexpr std::uint64_t default_seed = 67280421310721ULL;
+
+    explicit Generator(std::uint64_t seed = default_seed) : seed_(seed), engine_(seed) {}
+
+    // Restarts the sequence from `seed` (torch.Generator.manual_seed).
+    void manual_seed(std::uint64_t seed) {
+        seed_ = seed;
+        engine_.seed(seed);
+    }
+    std::uint64_t initial_seed() const { return seed_; }
+
+    // A uniform double in [0, 1) with 53 random bits.
+    double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+    // The underlying engine, for std:: distributions.
+    std::mt19937_64& engine() { return engine_; }
+
+private:
+    std::uint64_t seed_;
+    std::mt19937_64 engine_;
+};
+
+}  // namespace xgrad

@@ -1,0 +1,261 @@
+// Losses, as torch.nn.functional defines them: mse_loss and cross_entropy.
+//
+// The reduction decides the result's static rank, so it is chosen in the call:
+//   mse_loss(x, t)                      mean  -> Var<T, 0>
+//   mse_loss(x, t, LossReduction::sum)  sum   -> Var<T, 0>
+//   mse_loss(x, t, unreduced)           none  -> Var<T, N> (torch's reduction='none')
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include "xgrad/core/expr.hpp"
+#include "xgrad/ops/axis.hpp"
+
+namespace xgrad {
+
+// How a loss reduces its per-element losses to a scalar (not xgrad::Reduction, the sum/mean/max ops).
+enum class LossReduction { mean, sum };
+
+// Tag: keep one loss per element (torch's reduction='none').
+struct unreduced_t {
+    explicit unreduced_t() = default;
+};
+inline constexpr unreduced_t unreduced{};
+
+struct CrossEntropyOptions {
+    std::int64_t ignore_index = -100;  // targets equal to this add no loss, no gradient, no count
+    double label_smoothing = 0;        // ε in [0, 1]: target q = (1-ε)·one_hot(y) + ε/C
+    LossReduction reduction = LossReduction::mean;  // not used by the unreduced overload
+};
+
+namespace detail {
+
+enum class LossMode { none, mean, sum };
+
+inline LossMode loss_mode(LossReduction r) { return r == LossReduction::sum ? LossMode::sum : LossMode::mean; }
+
+// ---- mse_loss: ℓ_i = (x_i − t_i)²; mean divides Σℓ by the element count ----
+template <Real T, std::size_t N, std::size_t M>
+class MseLossNode final : public TensorNode<T, M> {
+public:
+    Var<T, N> input, target;
+    LossMode mode = LossMode::mean;
+
+    const char* op_name() const override { return "mse_loss"; }
+    void release_inputs() override { input = {}, target = {}; }
+
+    void forward() {
+        const T* x = input.value().data();
+        const T* t = target.value().data();
+        const std::size_t n = input.size();
+        T* y = this->value.data();
+        if (mode == LossMode::none) {
+            for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] - t[i]) * (x[i] - t[i]);
+            return;
+        }
+        T acc = 0;
+        for (std::size_t i = 0; i < n; ++i) acc += (x[i] - t[i]) * (x[i] - t[i]);
+        y[0] = mode == LossMode::mean ? acc / T(n) : acc;  // mean of nothing is NaN, as torch
+    }
+
+    void backward() override {
+        // none: dX (shape of x) += 2 (X − T) ⊙ dY (shape of x);  dT −= the same
+        // mean: dX += 2 (X − T) · dY () / n;   sum: dX += 2 (X − T) · dY ()
+        const T* x = input.value().data();
+        const T* t = target.value().data();
+        const T* gy = this->grad_buffer().data();
+        T* gx = input.requires_grad() ? input.node()->grad_buffer().data() : nullptr;
+        T* gt = target.requires_grad() ? target.node()->grad_buffer().data() : nullptr;
+        const std::size_t n = input.size();
+        const T scale = mode == LossMode::mean ? gy[0] / T(n) : gy[0];
+        for (std::size_t i = 0; i < n; ++i) {
+            const T d = T(2) * (x[i] - t[i]) * (mode == LossMode::none ? gy[i] : scale);
+            if (gx) gx[i] += d;
+            if (gt) gt[i] -= d;
+        }
+    }
+};
+
+template <std::size_t M, Real T, std::size_t N>
+Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMode mode) {
+    if (input.shape() != target.shape())
+        throw shape_error("mse_loss: input " + shape_str(input.shape()) + " and target " + shape_str(target.shape()) +
+                          " must have the same shape");
+    auto node = make_node<MseLossNode<T, N, M>>(any_requires_grad(input, target));
+    node->input = input, node->target = target, node->mode = mode;
+    std::array<std::size_t, M> shape;
+    if constexpr (M > 0) std::copy(input.shape().begin(), input.shape().end(), shape.begin());
+    if (node->value.shape() != shape) node->value.resize(shape);
+    node->forward();
+    if (!node->requires_grad) node->release_inputs();
+    return Var<T, M>(node);
+}
+
+// ---- cross_entropy: logits (B, C, d...) seen as (outer = B, C, inner = Πd); class axis 1 ----
+// Per position: ℓ = −(1−ε)·log p_y − (ε/C)·Σ_c log p_c, with log p = log_softmax over C.
+// mean divides Σℓ by the number of non-ignored targets (0 of them: NaN, as torch).
+template <Real T, std::size_t R, std::size_t M>
+class CrossEntropyNode final : public TensorNode<T, M> {
+public:
+    Var<T, R> logits;
+    std::vector<std::int64_t> targets;  // (outer·inner), row-major like the targets tensor
+    std::vector<T> log_prob;            // (outer, C, inner), only rows with a counted target
+    AxisSplit split;
+    CrossEntropyOptions opt;
+    LossMode mode = LossMode::mean;
+    std::size_t counted = 0;  // non-ignored targets
+
+    const char* op_name() const override { return "cross_entropy"; }
+    void release_inputs() override { logits = {}; }
+
+    void forward() {
+        const auto [outer, C, inner] = split;
+        const T* z = logits.value().data();
+        log_prob.resize(logits.size());
+        const T eps = static_cast<T>(opt.label_smoothing);
+        T total = 0;
+        counted = 0;
+        for (std::size_t o = 0; o < outer; ++o)
+            for (std::size_t i = 0; i < inner; ++i) {
+                const std::size_t pos = o * inner + i, base = o * C * inner + i;
+                T loss = 0;
+                if (targets[pos] != opt.ignore_index) {
+                    ++counted;
+                    T zmax = -std::numeric_limits<T>::infinity();
+                    for (std::size_t c = 0; c < C; ++c) zmax = std::max(zmax, z[base + c * inner]);
+                    T sum_exp = 0;
+                    for (std::size_t c = 0; c < C; ++c) sum_exp += std::exp(z[base + c * inner] - zmax);
+                    const T lse = zmax + std::log(sum_exp);
+                    T sum_logp = 0;
+                    for (std::size_t c = 0; c < C; ++c) {
+                        const T lp = z[base + c * inner] - lse;
+                        log_prob[base + c * inner] = lp;
+                        sum_logp += lp;
+                    }
+                    loss = -(1 - eps) * log_prob[base + std::size_t(targets[pos]) * inner];
+                    if (eps != 0) loss -= eps / T(C) * sum_logp;
+                }
+                if (mode == LossMode::none) this->value.data()[pos] = loss;
+                total += loss;
+            }
+        if (mode == LossMode::sum) this->value.data()[0] = total;
+        if (mode == LossMode::mean) this->value.data()[0] = total / T(counted);  // 0/0 = NaN when all ignored
+    }
+
+    void backward() override {
+        if (!logits.requires_grad()) return;
+        // dZ (B, C, d...) += s (B, d...) · (p − q),  q = (1−ε)·one_hot(y) + ε/C over all C classes;
+        // s = dY (B, d...) for none, dY () for sum, dY () / counted for mean; ignored positions: 0
+        const auto [outer, C, inner] = split;
+        const T* gy = this->grad_buffer().data();
+        T* gz = logits.node()->grad_buffer().data();
+        const T eps = static_cast<T>(opt.label_smoothing);
+        for (std::size_t o = 0; o < outer; ++o)
+            for (std::size_t i = 0; i < inner; ++i) {
+                const std::size_t pos = o * inner + i, base = o * C * inner + i;
+                if (targets[pos] == opt.ignore_index) continue;
+                const T s = mode == LossMode::none ? gy[pos] : mode == LossMode::sum ? gy[0] : gy[0] / T(counted);
+                for (std::size_t c = 0; c < C; ++c) {
+                    const T q = (std::size_t(targets[pos]) == c ? 1 - eps : T(0)) + eps / T(C);
+                    gz[base + c * inner] += s * (std::exp(log_prob[base + c * inner]) - q);
+                }
+            }
+    }
+};
+
+template <std::size_t M, Real T, std::size_t R>
+Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets,
+                             const CrossEntropyOptions& opt, LossMode mode) {
+    static_assert(R >= 1, "xgrad: cross_entropy needs logits of rank >= 1: (C), (N, C) or (N, C, d1, ...)");
+    const auto& ls = logits.shape();
+    std::array<std::size_t, R - 1> expected;  // logits' shape without the class axis
+    const std::size_t class_axis = R == 1 ? 0 : 1;
+    for (std::size_t k = 0, j = 0; k < R; ++k)
+        if (k != class_axis) expected[j++] = ls[k];
+    if (!std::equal(expected.begin(), expected.end(), targets.shape().begin()))
+        throw shape_error("cross_entropy: targets must have shape " + shape_str(expected) + " for logits " +
+                          shape_str(ls) + " (class axis " + std::to_string(class_axis) + " removed), got " +
+                          shape_str(targets.shape()));
+    if (!(opt.label_smoothing >= 0 && opt.label_smoothing <= 1))
+        throw value_error("cross_entropy: label_smoothing must be in [0, 1], got " +
+                          std::to_string(opt.label_smoothing));
+    const AxisSplit split = split_at(ls, class_axis);
+    const auto C = static_cast<std::int64_t>(split.extent);
+    for (std::size_t k = 0; k < targets.size(); ++k) {
+        const std::int64_t t = targets.data()[k];
+        if (t != opt.ignore_index && (t < 0 || t >= C))
+            throw value_error("cross_entropy: target " + std::to_string(t) + " at flat index " + std::to_string(k) +
+                              " is out of range for " + std::to_string(C) + " classes [0, " + std::to_string(C) +
+                              ") (ignore_index is " + std::to_string(opt.ignore_index) + ")");
+    }
+    auto node = make_node<CrossEntropyNode<T, R, M>>(logits.requires_grad());
+    node->logits = logits, node->split = split, node->opt = opt, node->mode = mode;
+    node->targets.assign(targets.begin(), targets.end());
+    std::array<std::size_t, M> shape;
+    if constexpr (M > 0) shape = expected;
+    if (node->value.shape() != shape) node->value.resize(shape);
+    node->forward();
+    if (!node->requires_grad) node->release_inputs();
+    return Var<T, M>(node);
+}
+
+}  // namespace detail
+
+// mse_loss(input, target, reduction = mean): mean or sum of (input − target)² -> rank 0.
+// The target is a Var (a gradient flows to it too when it requires grad) or a constant xtensor;
+// shapes must match exactly.
+template <Real T, std::size_t N>
+Var<T, 0> mse_loss(const Var<T, N>& input, const Var<T, N>& target, LossReduction reduction = LossReduction::mean) {
+    return detail::mse_loss_impl<0>(input, target, detail::loss_mode(reduction));
+}
+template <Real T, std::size_t N>
+Var<T, 0> mse_loss(const Var<T, N>& input, const xt::xtensor<T, N>& target,
+                   LossReduction reduction = LossReduction::mean) {
+    return detail::mse_loss_impl<0>(input, constant(target), detail::loss_mode(reduction));
+}
+// mse_loss(input, target, unreduced): (input − target)² elementwise, shape of input.
+template <Real T, std::size_t N>
+Var<T, N> mse_loss(const Var<T, N>& input, const Var<T, N>& target, unreduced_t) {
+    return detail::mse_loss_impl<N>(input, target, detail::LossMode::none);
+}
+template <Real T, std::size_t N>
+Var<T, N> mse_loss(const Var<T, N>& input, const xt::xtensor<T, N>& target, unreduced_t) {
+    return detail::mse_loss_impl<N>(input, constant(target), detail::LossMode::none);
+}
+template <Expression E, class Target, class... Args>
+    requires(!requires(E e) { e.node(); })
+auto mse_loss(const E& input, const Target& target, Args... args) {
+    return mse_loss(eval(input), target, args...);
+}
+
+// cross_entropy(logits, targets, options): torch.nn.functional.cross_entropy with class indices.
+// logits (N, C) with targets (N); logits (N, C, d1, ...) with targets (N, d1, ...); logits (C)
+// with a rank-0 target. Targets outside [0, C) other than ignore_index are a value_error.
+// Mean over zero counted targets (all ignored) is NaN with a zero gradient, as torch.
+template <Real T, std::size_t R>
+Var<T, 0> cross_entropy(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets,
+                        const CrossEntropyOptions& options = {}) {
+    return detail::cross_entropy_impl<0>(logits, targets, options, detail::loss_mode(options.reduction));
+}
+// cross_entropy(logits, targets, unreduced, options): one loss per target, shape of targets
+// (ignored targets give 0); options.reduction is not used.
+template <Real T, std::size_t R>
+Var<T, R - 1> cross_entropy(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets, unreduced_t,
+                            const CrossEntropyOptions& options = {}) {
+    return detail::cross_entropy_impl<R - 1>(logits, targets, options, detail::LossMode::none);
+}
+template <Expression E, class... Args>
+    requires(!requires(E e) { e.node(); })
+auto cross_entropy(const E& logits, const Args&... args) {
+    return cross_entropy(eval(logits), args...);
+}
+
+}  // namespace xgrad

@@ -1,0 +1,52 @@
+// Gradient checks for the losses: mse_loss and cross_entropy.
+#include <cstdint>
+
+#include "checks/registry.hpp"
+#include "xgrad/ops/loss.hpp"
+
+namespace xgrad::checks {
+namespace {
+
+using I64 = std::int64_t;
+
+const Register reg{{
+    {"mse_loss", "(3,4) mean, target Var",
+     [] {
+         return gradcheck([](auto& x, auto& t) { return mse_loss(x, t); }, randn<2>({3, 4}, 1), randn<2>({3, 4}, 2));
+     }},
+    {"mse_loss", "(2,1,3) sum, const target",
+     [] {
+         const auto t = randn<3>({2, 1, 3}, 3);
+         return gradcheck([&](auto& x) { return mse_loss(x, t, LossReduction::sum); }, randn<3>({2, 1, 3}, 4));
+     }},
+    {"mse_loss", "(5) unreduced",
+     [] {
+         return gradcheck([](auto& x, auto& t) { return mse_loss(x, t, unreduced); }, randn<1>({5}, 5),
+                          randn<1>({5}, 6));
+     }},
+    {"cross_entropy", "(5,3) mean",
+     [] {
+         const xt::xtensor<I64, 1> t{2, 0, 0, 1, 2};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t); }, randn<2>({5, 3}, 7));
+     }},
+    {"cross_entropy", "(5,4) ignore_index, smoothing 0.2",
+     [] {
+         const xt::xtensor<I64, 1> t{3, -100, 0, 1, -100};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, {.label_smoothing = 0.2}); }, randn<2>({5, 4}, 8));
+     }},
+    {"cross_entropy", "(2,4,3) sum, ignore_index 1",
+     [] {
+         const xt::xtensor<I64, 2> t{{0, 1, 3}, {2, 2, 1}};
+         const CrossEntropyOptions opt{.ignore_index = 1, .reduction = LossReduction::sum};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, opt); }, randn<3>({2, 4, 3}, 9));
+     }},
+    {"cross_entropy", "(4,3) unreduced, smoothing 0.1",
+     [] {
+         const xt::xtensor<I64, 1> t{1, 2, 0, 1};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, unreduced, {.label_smoothing = 0.1}); },
+                          randn<2>({4, 3}, 10));
+     }},
+}};
+
+}  // namespace
+}  // namespace xgrad::checks

@@ -1,0 +1,220 @@
+// layer_norm (PyTorch parity, gradchecks, errors) and dropout (statistics, determinism, gradcheck).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <xtensor/xnpy.hpp>
+
+#include "xgrad/xgrad.hpp"
+
+using namespace xgrad;
+
+namespace {
+
+template <std::size_t N>
+xt::xtensor<double, N> fixture(const std::string& name) {
+    auto a = xt::load_npy<double>(std::string(XGRAD_FIXTURES) + "/loss_norm/" + name + ".npy");
+    REQUIRE_MESSAGE(a.dimension() == N, name);
+    return xt::xtensor<double, N>(a);
+}
+
+template <class A, class B>
+double max_abs_diff(const A& a, const B& b) {
+    REQUIRE(a.size() == b.size());
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a.data()[i]) - double(b.data()[i])));
+    return m;
+}
+
+constexpr double tol = 1e-12;
+
+}  // namespace
+
+// ---------------------------------------------------------------- layer_norm
+
+TEST_CASE("layer_norm: hand-computed values") {
+    // row (1, 2, 3): mean 2, biased variance 2/3, so x̂ = (−1, 0, 1) · sqrt(3/2)
+    const double s = std::sqrt(1.5);
+    auto x = parameter(xt::xtensor<double, 2>{{1, 2, 3}, {5, 5, 5}});
+    auto y = layer_norm(x, 1e-12);
+    CHECK(y.value()(0, 0) == doctest::Approx(-s));
+    CHECK(y.value()(0, 1) == doctest::Approx(0));
+    CHECK(y.value()(0, 2) == doctest::Approx(s));
+    CHECK(y.value()(1, 1) == 0);  // a constant row normalizes to 0
+    auto w = parameter(xt::xtensor<double, 1>{2, 3, 4});
+    auto b = parameter(xt::xtensor<double, 1>{1, 1, -1});
+    auto ya = layer_norm(x, w, b, 1e-12);
+    CHECK(ya.value()(0, 0) == doctest::Approx(1 - 2 * s));
+    CHECK(ya.value()(0, 2) == doctest::Approx(4 * s - 1));
+    backward(sum(ya));
+    // dβ = Σ_rows dY = 2 per column; dγ = Σ_rows x̂ = (−s, 0, s) (the constant row has x̂ = 0)
+    CHECK(max_abs_diff(b.grad(), xt::xtensor<double, 1>{2, 2, 2}) < tol);
+    CHECK(max_abs_diff(w.grad(), xt::xtensor<double, 1>{-s, 0, s}) < tol);
+    // float input
+    auto xf = parameter(xt::xtensor<float, 1>{1.f, 2.f, 3.f});
+    CHECK(layer_norm(xf, 0.0).value()(2) == doctest::Approx(float(s)));
+}
+
+TEST_CASE("layer_norm matches PyTorch: output and gradients of x, weight, bias") {
+    const auto x0 = fixture<3>("ln_x"), g = fixture<3>("ln_g");
+    auto x = parameter(x0);
+    auto w = parameter(fixture<1>("ln_w")), b = parameter(fixture<1>("ln_b"));
+    auto y = layer_norm(x, w, b, 1e-5);
+    CHECK(max_abs_diff(y.value(), fixture<3>("ln_y")) < tol);
+    backward(y, g);
+    CHECK(max_abs_diff(x.grad(), fixture<3>("ln_dx")) < tol);
+    CHECK(max_abs_diff(w.grad(), fixture<1>("ln_dw")) < tol);
+    CHECK(max_abs_diff(b.grad(), fixture<1>("ln_db")) < tol);
+
+    auto x2 = parameter(x0);
+    auto y2 = layer_norm(x2, 1e-3);
+    CHECK(max_abs_diff(y2.value(), fixture<3>("ln_plain_y")) < tol);
+    backward(y2, g);
+    CHECK(max_abs_diff(x2.grad(), fixture<3>("ln_plain_dx")) < tol);
+}
+
+TEST_CASE("layer_norm gradcheck on several shapes, with and without affine") {
+    auto affine = [](auto& x, auto& w, auto& b) { return layer_norm(x, w, b); };
+    auto r1 = gradcheck(affine, randn<2>({4, 5}, 1), randn<1>({5}, 2), randn<1>({5}, 3));
+    INFO(r1.report());
+    CHECK(r1.passed);
+    auto r2 = gradcheck(affine, randn<3>({2, 3, 4}, 4), randn<1>({4}, 5), randn<1>({4}, 6));
+    INFO(r2.report());
+    CHECK(r2.passed);
+    auto plain = [](auto& x) { return layer_norm(x, 1e-3); };
+    auto r3 = gradcheck(plain, randn<2>({3, 6}, 7));
+    INFO(r3.report());
+    CHECK(r3.passed);
+    auto r4 = gradcheck(plain, randn<1>({7}, 8));
+    INFO(r4.report());
+    CHECK(r4.passed);
+    // constant weight and bias: only x receives a gradient
+    const auto w = randn<1>({5}, 9), b = randn<1>({5}, 10);
+    auto r5 = gradcheck([&](auto& x) { return layer_norm(x, constant(w), constant(b)); }, randn<2>({3, 5}, 11));
+    INFO(r5.report());
+    CHECK(r5.passed);
+}
+
+TEST_CASE("layer_norm errors") {
+    auto x = parameter(randn<2>({2, 5}));
+    CHECK_THROWS_WITH(layer_norm(x, parameter(randn<1>({4})), parameter(randn<1>({5}))),
+                      "layer_norm: weight must have shape (5,) to match the last axis of x (2, 5), got (4,)");
+    CHECK_THROWS_AS(layer_norm(x, parameter(randn<1>({5})), parameter(randn<1>({6}))), shape_error);
+    CHECK_THROWS_AS(layer_norm(x, -1e-5), value_error);
+}
+
+// ---------------------------------------------------------------- dropout
+
+TEST_CASE("Generator: same seed, same sequence") {
+    Generator a(42), b(42), c(43);
+    double first = a.uniform();
+    CHECK(first == b.uniform());
+    CHECK(first != c.uniform());
+    CHECK(first >= 0);
+    CHECK(first < 1);
+    a.manual_seed(42);
+    CHECK(a.uniform() == first);
+    CHECK(a.initial_seed() == 42);
+}
+
+TEST_CASE("dropout: fraction of zeros near p, kept values scaled by 1/(1-p)") {
+    constexpr std::size_t n = 200000;
+    Generator gen(7);
+    for (double p : {0.1, 0.5, 0.8}) {
+        CAPTURE(p);
+        auto x = constant(xt::xtensor<double, 1>(xt::ones<double>({n})));
+        auto y = dropout(x, p, true, gen);
+        std::size_t zeros = 0, scaled = 0;
+        for (double v : y.value()) {
+            zeros += v == 0;
+            scaled += v == 1 / (1 - p);
+        }
+        // std of the fraction is sqrt(p(1-p)/n) <= 0.0012; allow 5 of them
+        CHECK(std::abs(double(zeros) / n - p) < 0.006);
+        CHECK(zeros + scaled == n);
+    }
+}
+
+TEST_CASE("dropout: same seed gives the same mask, backward uses it") {
+    const auto x0 = randn<2>({8, 16}, 3);
+    Generator g1(11), g2(11), g3(12);
+    auto x = parameter(x0);
+    auto y1 = dropout(x, 0.5, true, g1);
+    auto y2 = dropout(x, 0.5, true, g2);
+    auto y3 = dropout(x, 0.5, true, g3);
+    CHECK(max_abs_diff(y1.value(), y2.value()) == 0);
+    CHECK(max_abs_diff(y1.value(), y3.value()) > 0);
+    backward(sum(y1));
+    for (std::size_t i = 0; i < x0.size(); ++i) {  // dX = mask / (1 − p): 2 where kept, 0 where dropped
+        const double kept = y1.value().data()[i] != 0;
+        CHECK(x.grad().data()[i] == 2 * kept);
+        CHECK(y1.value().data()[i] == x0.data()[i] * 2 * kept);
+    }
+    // float works the same way
+    Generator gf(11);
+    auto yf = dropout(parameter(xt::xtensor<float, 2>(x0)), 0.5, true, gf);
+    for (std::size_t i = 0; i < x0.size(); ++i) CHECK((yf.value().data()[i] == 0) == (y1.value().data()[i] == 0));
+}
+
+TEST_CASE("dropout: eval mode and p == 0 are the identity, p == 1 gives zeros") {
+    Generator gen(1);
+    auto x = parameter(randn<2>({3, 4}));
+    CHECK(dropout(x, 0.5, false, gen).node() == x.node());
+    CHECK(dropout(x, 0.0, true, gen).node() == x.node());
+    Generator fresh(1);
+    CHECK(gen.uniform() == fresh.uniform());  // nothing was drawn
+    auto y = dropout(x, 1.0, true, gen);
+    CHECK(max_abs_diff(y.value(), xt::xtensor<double, 2>(xt::zeros<double>({3, 4}))) == 0);
+    backward(sum(y));
+    CHECK(max_abs_diff(x.grad(), xt::xtensor<double, 2>(xt::zeros<double>({3, 4}))) == 0);
+}
+
+TEST_CASE("dropout gradcheck with the mask fixed by re-seeding") {
+    Generator gen;
+    auto f = [&](auto& x) {
+        gen.manual_seed(2024);
+        return dropout(x, 0.3, true, gen);
+    };
+    auto r1 = gradcheck(f, randn<2>({3, 5}, 1));
+    INFO(r1.report());
+    CHECK(r1.passed);
+    auto r2 = gradcheck(f, randn<3>({2, 2, 4}, 2));
+    INFO(r2.report());
+    CHECK(r2.passed);
+    auto r3 = gradcheck([&](auto& x) { return sum(f(x) * x); }, randn<1>({10}, 3));
+    INFO(r3.report());
+    CHECK(r3.passed);
+}
+
+TEST_CASE("dropout errors") {
+    Generator gen;
+    auto x = parameter(randn<1>({4}));
+    CHECK_THROWS_AS(dropout(x, -0.1, true, gen), value_error);
+    CHECK_THROWS_AS(dropout(x, 1.5, false, gen), value_error);
+    CHECK_THROWS_AS(dropout(x, std::numeric_limits<double>::quiet_NaN(), true, gen), value_error);
+}
+
+TEST_CASE("layer_norm, dropout and cross_entropy reuse their tape nodes across steps") {
+    const auto z0 = randn<2>({4, 6}, 21);
+    const xt::xtensor<std::int64_t, 1> t{5, 0, -100, 2};
+    auto z = parameter(z0);
+    auto w = parameter(randn<1>({6}, 22)), b = parameter(randn<1>({6}, 23));
+    Generator gen;
+    Tape local;
+    TapeScope scope(local);
+    xt::xtensor<double, 2> first_grad;
+    double first_loss = 0;
+    for (int step = 0; step < 3; ++step) {
+        z.zero_grad();
+        gen.manual_seed(5);
+        auto loss = cross_entropy(dropout(layer_norm(z, w, b), 0.25, true, gen), t, {.label_smoothing = 0.1});
+        backward(loss);
+        if (step == 0) first_grad = z.grad(), first_loss = loss.value()();
+        CHECK(loss.value()() == first_loss);
+        CHECK(max_abs_diff(z.grad(), first_grad) == 0);
+        local.clear();
+    }
+    CHECK(local.capacity() == 3);  // the same three nodes, reused
+}
