@@ -1,0 +1,104 @@
+// Masks for masked_softmax. Each mask type says what its entries MEAN, because PyTorch is not
+// consistent: nn.MultiheadAttention's bool masks mark positions to IGNORE (True = masked out), while
+// F.scaled_dot_product_attention's bool attn_mask marks positions to ATTEND (True = kept).
+//
+//   masked_softmax(scores, ignore_mask(pad))        // nn.MultiheadAttention attn_mask / key_padding_mask
+//   masked_softmax(scores, keep_mask(allowed))      // F.scaled_dot_product_attention bool attn_mask
+//   masked_softmax(scores, additive_mask(bias))     // F.scaled_dot_product_attention float attn_mask
+//   masked_softmax(scores, causal)                  // is_causal=True: torch.ones(L, S).tril()
+//   masked_softmax(scores, valid_lens(lens))        // d2l: keys k >= valid_len are masked
+//   masked_softmax(scores, ignore_mask(pad), causal)  // masks combine: a position masked by any is masked
+#pragma once
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <xtensor/xtensor.hpp>
+
+#include "xgrad/core/var.hpp"
+
+namespace xgrad {
+
+// Bool mask, broadcast (numpy rules) to the scores: true = IGNORE this position.
+template <std::size_t M>
+struct IgnoreMask {
+    xt::xtensor<bool, M> mask;
+};
+// Bool mask, broadcast (numpy rules) to the scores: true = KEEP (attend to) this position.
+template <std::size_t M>
+struct KeepMask {
+    xt::xtensor<bool, M> mask;
+};
+// Added to the scores before the softmax, broadcast (numpy rules); -inf ignores a position.
+// The bias is a constant: no gradient flows into it.
+template <Real T, std::size_t M>
+struct AdditiveMask {
+    xt::xtensor<T, M> bias;
+};
+// Over the last two axes (L, S) of the scores, key j > query i is ignored (top-left aligned).
+struct causal_t {};
+inline constexpr causal_t causal{};
+// Scores (B, ..., S) with lens of the leading shape (B) or (B, Q), ...: per row, keys k >= len are ignored.
+template <std::size_t V>
+struct ValidLens {
+    xt::xtensor<std::int64_t, V> lens;
+};
+
+namespace detail {
+
+// A fixed-rank xtensor expression (xt::xtensor, or e.g. `tokens == pad_id`) whose elements satisfy Pred.
+template <class E>
+concept FixedRankExpression = xt::is_xexpression<std::decay_t<E>>::value &&
+                              requires { std::tuple_size<typename std::decay_t<E>::shape_type>::value; };
+template <class E>
+inline constexpr std::size_t expr_rank = std::tuple_size_v<typename std::decay_t<E>::shape_type>;
+template <class E>
+using expr_value_t = typename std::decay_t<E>::value_type;
+
+template <class M>
+struct is_softmax_mask : std::false_type {};
+template <std::size_t M>
+struct is_softmax_mask<IgnoreMask<M>> : std::true_type {};
+template <std::size_t M>
+struct is_softmax_mask<KeepMask<M>> : std::true_type {};
+template <Real T, std::size_t M>
+struct is_softmax_mask<AdditiveMask<T, M>> : std::true_type {};
+template <>
+struct is_softmax_mask<causal_t> : std::true_type {};
+template <std::size_t V>
+struct is_softmax_mask<ValidLens<V>> : std::true_type {};
+
+}  // namespace detail
+
+template <class M>
+concept SoftmaxMask = detail::is_softmax_mask<std::remove_cvref_t<M>>::value;
+
+// The makers take an xt::xtensor (moved when given an rvalue) or any fixed-rank expression of it.
+template <detail::FixedRankExpression E>
+IgnoreMask<detail::expr_rank<E>> ignore_mask(E&& m) {
+    static_assert(std::same_as<detail::expr_value_t<E>, bool>, "xgrad: ignore_mask needs a bool tensor");
+    return {xt::xtensor<bool, detail::expr_rank<E>>(std::forward<E>(m))};
+}
+template <detail::FixedRankExpression E>
+KeepMask<detail::expr_rank<E>> keep_mask(E&& m) {
+    static_assert(std::same_as<detail::expr_value_t<E>, bool>, "xgrad: keep_mask needs a bool tensor");
+    return {xt::xtensor<bool, detail::expr_rank<E>>(std::forward<E>(m))};
+}
+template <detail::FixedRankExpression E>
+auto additive_mask(E&& m) {
+    using T = detail::expr_value_t<E>;
+    static_assert(std::same_as<T, float> || std::same_as<T, double>,
+                  "xgrad: additive_mask needs a float or double tensor");
+    return AdditiveMask<T, detail::expr_rank<E>>{xt::xtensor<T, detail::expr_rank<E>>(std::forward<E>(m))};
+}
+template <detail::FixedRankExpression E>
+ValidLens<detail::expr_rank<E>> valid_lens(E&& lens) {
+    using I = detail::expr_value_t<E>;
+    static_assert(std::integral<I> && !std::same_as<I, bool>, "xgrad: valid_lens needs an integer tensor");
+    return {xt::xtensor<std::int64_t, detail::expr_rank<E>>(std::forward<E>(lens))};
+}
+
+}  // namespace xgrad
