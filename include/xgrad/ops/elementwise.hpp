@@ -25,7 +25,7 @@ Const<typename A::value_type> as_const(S s) {
             return F;                                                \
         }                                                            \
         template <std::floating_point X>                             \
-        X d(X x) const {                                             \
+        X d([[maybe_unused]] X x) const {                                         \
             return D;                                                \
         }                                                            \
     };                                                               \
@@ -38,15 +38,15 @@ Const<typename A::value_type> as_const(S s) {
     struct NAME##_op {                                                           \
         static constexpr const char* name = #NAME;                               \
         template <std::floating_point X>                                         \
-        X f(X a, X b) const {                                                    \
+        X f([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                  \
             return F;                                                            \
         }                                                                        \
         template <std::floating_point X>                                         \
-        X da(X a, X b) const {                                                   \
+        X da([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                 \
             return DA;                                                           \
         }                                                                        \
         template <std::floating_point X>                                         \
-        X db(X a, X b) const {                                                   \
+        X db([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                 \
             return DB;                                                           \
         }                                                                        \
     };                                                                           \

@@ -1,0 +1,52 @@
+// Thin row-major GEMM over OpenBLAS: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C.
+// Transposes are BLAS flags on the stored matrices, never materialized.
+#pragma once
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include <cblas.h>
+
+#include "xgrad/core/error.hpp"
+
+namespace xgrad::blas {
+
+enum class Op { none, trans };
+
+namespace detail {
+
+inline blasint dim(std::size_t d) {
+    if (d > static_cast<std::size_t>(INT_MAX))
+        throw value_error("gemm: dimension " + std::to_string(d) + " exceeds the BLAS integer range");
+    return static_cast<blasint>(d);
+}
+inline CBLAS_TRANSPOSE flag(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
+
+}  // namespace detail
+
+// A is stored (m,k) when op_a is none, (k,m) when trans; B likewise (k,n) or (n,k). All row-major
+// and contiguous, so each leading dimension is the stored row length.
+template <class T>
+void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, const T* b, T beta,
+          T* c) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // empty sum: C = beta · C
+        if (beta == T(0)) std::fill(c, c + m * n, T(0));
+        else if (beta != T(1)) std::for_each(c, c + m * n, [&](T& v) { v *= beta; });
+        return;
+    }
+    const blasint lda = detail::dim(op_a == Op::none ? k : m);
+    const blasint ldb = detail::dim(op_b == Op::none ? n : k);
+    const blasint ldc = detail::dim(n);
+    const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
+    if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, lda, b, ldb, beta,
+                    c, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, lda, b, ldb, beta,
+                    c, ldc);
+}
+
+}  // namespace xgrad::blas

@@ -1,0 +1,216 @@
+// Linear algebra: matmul (2-D, batched, folded) and linear (PyTorch's F.linear), all through GEMM.
+// Backward accumulates straight into the input gradients with beta = 1; transposes are BLAS flags.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+
+#include "xgrad/core/expr.hpp"
+#include "xgrad/ops/blas.hpp"
+
+namespace xgrad {
+
+namespace detail {
+
+// Product of shape[from, to).
+template <class S>
+std::size_t extent_product(const S& shape, std::size_t from, std::size_t to) {
+    std::size_t p = 1;
+    for (std::size_t k = from; k < to; ++k) p *= shape[k];
+    return p;
+}
+
+// y (B, M, N) = a (B, M, K) · b (B, K, N): B GEMMs on contiguous slices. A folded matmul
+// (a rank > 2, b rank 2) is one GEMM: B = 1 and M = every row of a.
+template <Real T, std::size_t NA, std::size_t NB>
+class MatmulNode final : public TensorNode<T, NA> {
+public:
+    Var<T, NA> a;
+    Var<T, NB> b;
+    std::size_t batches = 1, m = 0, k = 0, n = 0;
+
+    const char* op_name() const override { return "matmul"; }
+    void release_inputs() override {
+        a = {};
+        b = {};
+    }
+
+    void forward() {
+        const T* pa = a.value().data();
+        const T* pb = b.value().data();
+        T* py = this->value.data();
+        // Y_i (M,N) = A_i (M,K) · B_i (K,N)
+        for (std::size_t i = 0; i < batches; ++i)
+            blas::gemm(blas::Op::none, blas::Op::none, m, n, k, T(1), pa + i * m * k, pb + i * k * n, T(0),
+                       py + i * m * n);
+    }
+
+    void backward() override {
+        const T* gy = this->grad_buffer().data();
+        const T* pa = a.value().data();
+        const T* pb = b.value().data();
+        if (a.requires_grad()) {
+            T* ga = a.node()->grad_buffer().data();
+            // dA_i (M,K) += dY_i (M,N) · B_iᵀ (N,K)
+            for (std::size_t i = 0; i < batches; ++i)
+                blas::gemm(blas::Op::none, blas::Op::trans, m, k, n, T(1), gy + i * m * n, pb + i * k * n, T(1),
+                           ga + i * m * k);
+        }
+        if (b.requires_grad()) {
+            T* gb = b.node()->grad_buffer().data();
+            // dB_i (K,N) += A_iᵀ (K,M) · dY_i (M,N)   (folded: sums over all rows of a in this one GEMM)
+            for (std::size_t i = 0; i < batches; ++i)
+                blas::gemm(blas::Op::trans, blas::Op::none, k, n, m, T(1), pa + i * m * k, gy + i * m * n, T(1),
+                           gb + i * k * n);
+        }
+    }
+};
+
+template <Real T, std::size_t NA, std::size_t NB>
+Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
+    const auto& sa = a.shape();
+    const auto& sb = b.shape();
+    if (sa[NA - 1] != sb[NB - 2])
+        throw shape_error("matmul: inner dimensions differ: a " + shape_str(sa) + " and b " + shape_str(sb));
+    if constexpr (NB == NA && NA > 2)
+        if (!std::equal(sa.begin(), sa.end() - 2, sb.begin()))
+            throw shape_error("matmul: batch dimensions differ: a " + shape_str(sa) + " and b " + shape_str(sb));
+
+    auto node = make_node<MatmulNode<T, NA, NB>>(any_requires_grad(a, b));
+    node->a = a;
+    node->b = b;
+    node->k = sa[NA - 1];
+    node->n = sb[NB - 1];
+    if constexpr (NB == NA) {
+        node->batches = extent_product(sa, 0, NA - 2);
+        node->m = sa[NA - 2];
+    } else {  // fold every leading dimension of a into the rows of one GEMM
+        node->batches = 1;
+        node->m = extent_product(sa, 0, NA - 1);
+    }
+    std::array<std::size_t, NA> shape;
+    std::copy(sa.begin(), sa.end(), shape.begin());
+    shape[NA - 1] = node->n;
+    if (node->value.shape() != shape) node->value.resize(shape);
+    node->forward();
+    return Var<T, NA>(node);
+}
+
+// y (rows, out) = x (rows, in) · Wᵀ + b, rows = all leading dimensions of x folded together.
+template <Real T, std::size_t N>
+class LinearNode final : public TensorNode<T, N> {
+public:
+    Var<T, N> x;
+    Var<T, 2> weight;
+    Var<T, 1> bias;  // empty when there is no bias
+    std::size_t rows = 0, in = 0, out = 0;
+
+    const char* op_name() const override { return "linear"; }
+    void release_inputs() override {
+        x = {};
+        weight = {};
+        bias = {};
+    }
+
+    void forward() {
+        T* py = this->value.data();
+        // Y (rows,out) = b (out) on every row (or 0), then Y += X (rows,in) · Wᵀ (in,out)
+        if (bias) {
+            const T* pb = bias.value().data();
+            for (std::size_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+        }
+        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
+                   bias ? T(1) : T(0), py);
+    }
+
+    void backward() override {
+        const T* gy = this->grad_buffer().data();
+        if (x.requires_grad())  // dX (rows,in) += dY (rows,out) · W (out,in)
+            blas::gemm(blas::Op::none, blas::Op::none, rows, in, out, T(1), gy, weight.value().data(), T(1),
+                       x.node()->grad_buffer().data());
+        if (weight.requires_grad())  // dW (out,in) += dYᵀ (out,rows) · X (rows,in)
+            blas::gemm(blas::Op::trans, blas::Op::none, out, in, rows, T(1), gy, x.value().data(), T(1),
+                       weight.node()->grad_buffer().data());
+        if (bias && bias.requires_grad()) {  // db (out) += Σ_rows dY (rows,out)
+            T* gb = bias.node()->grad_buffer().data();
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t o = 0; o < out; ++o) gb[o] += gy[r * out + o];
+        }
+    }
+};
+
+template <Real T, std::size_t N>
+Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>* bias) {
+    const auto& sx = x.shape();
+    const auto& sw = weight.shape();
+    if (sw[1] != sx[N - 1])
+        throw shape_error("linear: weight has shape " + shape_str(sw) + " but x has shape " + shape_str(sx) +
+                          ": expected weight (out, " + std::to_string(sx[N - 1]) + ")");
+    if (bias && bias->shape()[0] != sw[0])
+        throw shape_error("linear: bias has shape " + shape_str(bias->shape()) + " but weight has shape " +
+                          shape_str(sw) + ": expected bias (" + std::to_string(sw[0]) + ",)");
+
+    const bool needs = any_requires_grad(x, weight) || (bias && bias->requires_grad());
+    auto node = make_node<LinearNode<T, N>>(needs);
+    node->x = x;
+    node->weight = weight;
+    node->bias = bias ? *bias : Var<T, 1>{};
+    node->rows = extent_product(sx, 0, N - 1);
+    node->in = sx[N - 1];
+    node->out = sw[0];
+    std::array<std::size_t, N> shape;
+    std::copy(sx.begin(), sx.end(), shape.begin());
+    shape[N - 1] = node->out;
+    if (node->value.shape() != shape) node->value.resize(shape);
+    node->forward();
+    return Var<T, N>(node);
+}
+
+}  // namespace detail
+
+// matmul(a, b):
+//   a (M,K)     · b (K,N)     -> (M,N)
+//   a (...,M,K) · b (...,K,N) -> (...,M,N)   leading dimensions equal (no broadcasting)
+//   a (...,M,K) · b (K,N)     -> (...,M,N)   leading dimensions of a folded into one GEMM
+// Operands may be Vars or elementwise expressions (materialized first).
+template <Expression A, Expression B>
+auto matmul(const A& a, const B& b) {
+    static_assert(std::same_as<typename A::value_type, typename B::value_type>,
+                  "xgrad: matmul cannot mix float and double operands");
+    constexpr bool ranks_fit = A::rank >= 2 && (B::rank == A::rank || B::rank == 2);
+    static_assert(ranks_fit,
+                  "xgrad: matmul needs operands of equal rank (>= 2), or a rank-2 right operand with a "
+                  "higher-rank left one");
+    if constexpr (ranks_fit && std::same_as<typename A::value_type, typename B::value_type>)
+        return detail::matmul_vars(eval(a), eval(b));
+}
+
+// linear(x, W, b) = x · Wᵀ + b, as PyTorch's F.linear: x (..., in) of rank >= 1, W (out, in),
+// b (out) -> (..., out). One GEMM over all leading dimensions of x.
+template <Expression X, Expression W, Expression B>
+auto linear(const X& x, const W& weight, const B& bias) {
+    using T = typename X::value_type;
+    constexpr bool types_fit = std::same_as<typename W::value_type, T> && std::same_as<typename B::value_type, T>;
+    constexpr bool ranks_fit = X::rank >= 1 && W::rank == 2 && B::rank == 1;
+    static_assert(types_fit, "xgrad: linear cannot mix float and double operands");
+    static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1, weight (out, in) of rank 2 and bias (out) of rank 1");
+    if constexpr (types_fit && ranks_fit) {
+        const Var<T, 1> b = eval(bias);
+        return detail::linear_vars(eval(x), eval(weight), &b);
+    }
+}
+
+// linear(x, W) = x · Wᵀ: x (..., in), W (out, in) -> (..., out).
+template <Expression X, Expression W>
+auto linear(const X& x, const W& weight) {
+    using T = typename X::value_type;
+    constexpr bool types_fit = std::same_as<typename W::value_type, T>;
+    constexpr bool ranks_fit = X::rank >= 1 && W::rank == 2;
+    static_assert(types_fit, "xgrad: linear cannot mix float and double operands");
+    static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1 and weight (out, in) of rank 2");
+    if constexpr (types_fit && ranks_fit)
+        return detail::linear_vars<T, X::rank>(eval(x), eval(weight), nullptr);
+}
+
+}  // namespace xgrad

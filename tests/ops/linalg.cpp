@@ -1,0 +1,257 @@
+// Tests for matmul and linear: hand-computed values, plain-loop references, gradchecks, errors.
+#include <doctest/doctest.h>
+
+#include <xtensor/xview.hpp>
+
+#include "xgrad/xgrad.hpp"
+
+using xgrad::constant;
+using xgrad::gradcheck;
+using xgrad::parameter;
+using xgrad::randn;
+using S2 = std::array<std::size_t, 2>;
+using S3 = std::array<std::size_t, 3>;
+using S4 = std::array<std::size_t, 4>;
+
+namespace {
+
+// Plain-loop reference: y (R, N) = a (R, K) · b (K, N) on raw row-major data.
+template <class T>
+std::vector<T> loop_matmul(const T* a, const T* b, std::size_t r, std::size_t k, std::size_t n) {
+    std::vector<T> y(r * n, T(0));
+    for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < k; ++c) y[i * n + j] += a[i * k + c] * b[c * n + j];
+    return y;
+}
+
+template <class A, class V>
+void check_close(const A& actual, const V& expected, double tol) {
+    REQUIRE(actual.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i)
+        CHECK(double(actual.data()[i]) == doctest::Approx(double(expected[i])).epsilon(tol));
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("matmul 2-D: hand-computed values and gradients", T, float, double) {
+    auto a = parameter(xt::xtensor<T, 2>{{1, 2, 3}, {4, 5, 6}});
+    auto b = parameter(xt::xtensor<T, 2>{{7, 8}, {9, 10}, {11, 12}});
+    auto y = xgrad::matmul(a, b);
+    static_assert(std::same_as<decltype(y), xgrad::Var<T, 2>>);
+    CHECK(y.value() == xt::xtensor<T, 2>{{58, 64}, {139, 154}});
+    CHECK(std::string(y.op_name()) == "matmul");
+    xgrad::backward(y, xt::xtensor<T, 2>(xt::ones<T>(S2{2, 2})));
+    // dA = 1 · Bᵀ: every row holds B's row sums; dB = Aᵀ · 1: every column holds A's column sums
+    CHECK(a.grad() == xt::xtensor<T, 2>{{15, 19, 23}, {15, 19, 23}});
+    CHECK(b.grad() == xt::xtensor<T, 2>{{5, 5}, {7, 7}, {9, 9}});
+    xgrad::tape().clear();
+}
+
+TEST_CASE_TEMPLATE("matmul batched equals per-slice 2-D matmul", T, float, double) {
+    const xt::xtensor<T, 3> av = randn<3>(S3{3, 2, 4}, 1), bv = randn<3>(S3{3, 4, 5}, 2);
+    auto y = xgrad::matmul(constant(av), constant(bv));
+    REQUIRE(y.shape() == S3{3, 2, 5});
+    CHECK_FALSE(y.requires_grad());
+    for (std::size_t i = 0; i < 3; ++i) {
+        const xt::xtensor<T, 2> ai = xt::view(av, i), bi = xt::view(bv, i);
+        const xt::xtensor<T, 2> yi = xt::view(y.value(), i);
+        CHECK(yi == xgrad::matmul(constant(ai), constant(bi)).value());
+        check_close(yi, loop_matmul(ai.data(), bi.data(), 2, 4, 5), 1e-5);
+    }
+}
+
+TEST_CASE_TEMPLATE("matmul rank 4 against plain loops per slice", T, float, double) {
+    const xt::xtensor<T, 4> av = randn<4>(S4{2, 3, 2, 4}, 3), bv = randn<4>(S4{2, 3, 4, 3}, 4);
+    auto y = xgrad::matmul(constant(av), constant(bv));
+    REQUIRE(y.shape() == S4{2, 3, 2, 3});
+    for (std::size_t i = 0; i < 2; ++i)
+        for (std::size_t j = 0; j < 3; ++j) {
+            const xt::xtensor<T, 2> ai = xt::view(av, i, j), bi = xt::view(bv, i, j);
+            const xt::xtensor<T, 2> yi = xt::view(y.value(), i, j);
+            check_close(yi, loop_matmul(ai.data(), bi.data(), 2, 4, 3), 1e-5);
+        }
+}
+
+TEST_CASE_TEMPLATE("matmul folded (3-D · 2-D) equals per-slice 2-D matmul", T, float, double) {
+    const xt::xtensor<T, 3> av = randn<3>(S3{2, 3, 4}, 5);
+    const xt::xtensor<T, 2> bv = randn<2>(S2{4, 5}, 6);
+    auto y = xgrad::matmul(constant(av), constant(bv));
+    REQUIRE(y.shape() == S3{2, 3, 5});
+    check_close(y.value(), loop_matmul(av.data(), bv.data(), 6, 4, 5), 1e-5);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const xt::xtensor<T, 2> ai = xt::view(av, i);
+        const xt::xtensor<T, 2> yi = xt::view(y.value(), i);
+        CHECK(yi == xgrad::matmul(constant(ai), constant(bv)).value());
+    }
+}
+
+TEST_CASE_TEMPLATE("linear equals x·Wᵀ + b computed with loops", T, float, double) {
+    const xt::xtensor<T, 3> xv = randn<3>(S3{2, 3, 4}, 7);
+    const xt::xtensor<T, 2> wv = randn<2>(S2{5, 4}, 8);
+    const xt::xtensor<T, 1> bv = randn<1>({5}, 9);
+    auto y = xgrad::linear(constant(xv), constant(wv), constant(bv));
+    auto y0 = xgrad::linear(constant(xv), constant(wv));
+    REQUIRE(y.shape() == S3{2, 3, 5});
+    REQUIRE(y0.shape() == S3{2, 3, 5});
+    std::vector<T> ref(6 * 5), ref0(6 * 5);
+    for (std::size_t r = 0; r < 6; ++r)
+        for (std::size_t o = 0; o < 5; ++o) {
+            T s = 0;
+            for (std::size_t c = 0; c < 4; ++c) s += xv.data()[r * 4 + c] * wv(o, c);
+            ref0[r * 5 + o] = s;
+            ref[r * 5 + o] = s + bv(o);
+        }
+    check_close(y.value(), ref, 1e-5);
+    check_close(y0.value(), ref0, 1e-5);
+    CHECK(std::string(y.op_name()) == "linear");
+}
+
+TEST_CASE("linear on a rank-1 input, hand-computed") {
+    auto x = parameter(xt::xtensor<double, 1>{1, 2});
+    auto w = parameter(xt::xtensor<double, 2>{{1, 0}, {2, 3}, {-1, 1}});
+    auto b = parameter(xt::xtensor<double, 1>{10, 20, 30});
+    auto y = xgrad::linear(x, w, b);
+    static_assert(std::same_as<decltype(y), xgrad::Var<double, 1>>);
+    CHECK(y.value() == xt::xtensor<double, 1>{11, 28, 31});
+    xgrad::backward(y, xt::xtensor<double, 1>{1, 2, 3});
+    CHECK(x.grad() == xt::xtensor<double, 1>{1 + 4 - 3, 0 + 6 + 3});  // dX = dY · W
+    CHECK(w.grad() == xt::xtensor<double, 2>{{1, 2}, {2, 4}, {3, 6}});  // dW = dYᵀ · x
+    CHECK(b.grad() == xt::xtensor<double, 1>{1, 2, 3});
+    xgrad::tape().clear();
+}
+
+TEST_CASE("matmul gradchecks") {
+    auto mm = [](auto& a, auto& b) { return xgrad::matmul(a, b); };
+    SUBCASE("2-D") {
+        auto r = gradcheck(mm, randn<2>(S2{3, 4}, 1), randn<2>(S2{4, 2}, 2));
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r2 = gradcheck(mm, randn<2>(S2{1, 5}, 3), randn<2>(S2{5, 3}, 4));
+        INFO(r2.report());
+        CHECK(r2.passed);
+    }
+    SUBCASE("batched rank 3") {
+        auto r = gradcheck(mm, randn<3>(S3{2, 3, 4}, 5), randn<3>(S3{2, 4, 2}, 6));
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+    SUBCASE("batched rank 4") {
+        auto r = gradcheck(mm, randn<4>(S4{2, 2, 2, 3}, 7), randn<4>(S4{2, 2, 3, 2}, 8));
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+    SUBCASE("folded 3-D · 2-D and 4-D · 2-D") {
+        auto r = gradcheck(mm, randn<3>(S3{2, 3, 4}, 9), randn<2>(S2{4, 3}, 10));
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r2 = gradcheck(mm, randn<4>(S4{2, 2, 1, 3}, 11), randn<2>(S2{3, 2}, 12));
+        INFO(r2.report());
+        CHECK(r2.passed);
+    }
+    SUBCASE("same operand twice, and expression operands") {
+        auto r = gradcheck([](auto& a) { return xgrad::matmul(a, a); }, randn<2>(S2{3, 3}, 13));
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r2 = gradcheck([](auto& a, auto& b) { return xgrad::matmul(xgrad::tanh(a), b * 2.0); },
+                            randn<3>(S3{2, 2, 3}, 14), randn<3>(S3{2, 3, 2}, 15));
+        INFO(r2.report());
+        CHECK(r2.passed);
+    }
+}
+
+TEST_CASE("linear gradchecks") {
+    auto lin = [](auto& x, auto& w, auto& b) { return xgrad::linear(x, w, b); };
+    auto lin0 = [](auto& x, auto& w) { return xgrad::linear(x, w); };
+    const auto w = randn<2>(S2{3, 4}, 21);
+    const auto b = randn<1>({3}, 22);
+    SUBCASE("rank 1") {
+        auto r = gradcheck(lin, randn<1>({4}, 23), w, b);
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r0 = gradcheck(lin0, randn<1>({4}, 23), w);
+        INFO(r0.report());
+        CHECK(r0.passed);
+    }
+    SUBCASE("rank 2") {
+        auto r = gradcheck(lin, randn<2>(S2{5, 4}, 24), w, b);
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r0 = gradcheck(lin0, randn<2>(S2{5, 4}, 24), w);
+        INFO(r0.report());
+        CHECK(r0.passed);
+    }
+    SUBCASE("rank 3") {
+        auto r = gradcheck(lin, randn<3>(S3{2, 3, 4}, 25), w, b);
+        INFO(r.report());
+        CHECK(r.passed);
+        auto r0 = gradcheck(lin0, randn<3>(S3{2, 3, 4}, 25), w);
+        INFO(r0.report());
+        CHECK(r0.passed);
+    }
+    SUBCASE("two layers: linear(tanh(linear(x, W1)), W2)") {
+        auto mlp = [](auto& x, auto& w1, auto& w2) { return xgrad::linear(xgrad::tanh(xgrad::linear(x, w1)), w2); };
+        auto r = gradcheck(mlp, randn<2>(S2{3, 4}, 26), w, randn<2>(S2{2, 3}, 27));
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+}
+
+TEST_CASE("matmul and linear send no gradient to constants") {
+    auto a = parameter(xt::xtensor<double, 2>{{1, 2}, {3, 4}});
+    auto b = constant(xt::xtensor<double, 2>{{1, 1}, {0, 1}});
+    auto y = xgrad::matmul(a, b);
+    CHECK(y.requires_grad());
+    xgrad::backward(xgrad::sum(y));
+    CHECK(a.grad() == xt::xtensor<double, 2>{{2, 1}, {2, 1}});
+    CHECK_FALSE(b.has_grad());
+    xgrad::tape().clear();
+
+    auto w = parameter(xt::xtensor<double, 2>{{1, 2}});
+    auto bias = constant(xt::xtensor<double, 1>{5});
+    auto z = xgrad::linear(b, w, bias);  // rows of b: (1, 1) and (0, 1)
+    CHECK(z.value() == xt::xtensor<double, 2>{{8}, {7}});
+    xgrad::backward(xgrad::sum(z));
+    CHECK(w.grad() == xt::xtensor<double, 2>{{1, 2}});
+    CHECK_FALSE(bias.has_grad());
+    xgrad::tape().clear();
+}
+
+TEST_CASE("matmul reuses a tape slot across steps with a new shape, and handles K = 0") {
+    auto b = parameter(xt::xtensor<double, 2>{{1, 0}, {0, 1}});
+    for (std::size_t rows : {2u, 3u}) {
+        xt::xtensor<double, 2> av = xt::ones<double>(S2{rows, 2});
+        auto y = xgrad::matmul(constant(av), b);
+        CHECK(y.value() == av);
+        xgrad::tape().clear();
+    }
+    auto y = xgrad::matmul(constant(xt::xtensor<double, 2>(S2{2, 0})), constant(xt::xtensor<double, 2>(S2{0, 3})));
+    CHECK(y.value() == xt::xtensor<double, 2>(xt::zeros<double>(S2{2, 3})));
+}
+
+TEST_CASE("matmul and linear shape errors name the operands and shapes") {
+    using xgrad::shape_error;
+    auto a23 = constant(xt::xtensor<double, 2>(S2{2, 3}));
+    auto b45 = constant(xt::xtensor<double, 2>(S2{4, 5}));
+    CHECK_THROWS_WITH_AS(xgrad::matmul(a23, b45), "matmul: inner dimensions differ: a (2, 3) and b (4, 5)", shape_error);
+    auto a3 = constant(xt::xtensor<double, 3>(S3{2, 3, 4}));
+    auto b3 = constant(xt::xtensor<double, 3>(S3{3, 4, 5}));
+    CHECK_THROWS_WITH_AS(xgrad::matmul(a3, b3), "matmul: batch dimensions differ: a (2, 3, 4) and b (3, 4, 5)",
+                         shape_error);
+    auto b3bad = constant(xt::xtensor<double, 3>(S3{2, 5, 5}));
+    CHECK_THROWS_WITH_AS(xgrad::matmul(a3, b3bad), "matmul: inner dimensions differ: a (2, 3, 4) and b (2, 5, 5)",
+                         shape_error);
+    auto b52 = constant(xt::xtensor<double, 2>(S2{5, 2}));
+    CHECK_THROWS_WITH_AS(xgrad::matmul(a3, b52), "matmul: inner dimensions differ: a (2, 3, 4) and b (5, 2)",
+                         shape_error);
+
+    auto w = constant(xt::xtensor<double, 2>(S2{5, 3}));
+    CHECK_THROWS_WITH_AS(xgrad::linear(a3, w),
+                         "linear: weight has shape (5, 3) but x has shape (2, 3, 4): expected weight (out, 4)",
+                         shape_error);
+    auto w54 = constant(xt::xtensor<double, 2>(S2{5, 4}));
+    auto bias = constant(xt::xtensor<double, 1>(std::array<std::size_t, 1>{4}));
+    CHECK_THROWS_WITH_AS(xgrad::linear(a3, w54, bias),
+                         "linear: bias has shape (4,) but weight has shape (5, 4): expected bias (5,)", shape_error);
+    CHECK(xgrad::tape().size() == 0);  // nothing recorded by failed calls
+}
