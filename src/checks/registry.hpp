@@ -4,8 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/check/gradcheck.hpp"
-#include "xgrad/check/random.hpp"
+#include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {
 

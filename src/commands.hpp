@@ -1,0 +1,16 @@
+// Subcommands of the `xgrad` tool. Each add_* registers options and the action to run.
+#pragma once
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace xgrad::cli {
+
+void add_gradcheck_command(CLI::App& app);
+void add_train_mlp_command(CLI::App& app);
+
+// The action of the subcommand that was parsed; returns the exit status.
+std::function<int()>& selected_action();
+inline int run_selected() { return selected_action() ? selected_action()() : 2; }
+
+}  // namespace xgrad::cli
