@@ -7,25 +7,17 @@
 
 #include <xtensor/xnpy.hpp>
 
+#include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
 
 namespace {
 
+using testing::max_abs_diff;
 template <std::size_t N, class V = double>
 xt::xtensor<V, N> fixture(const std::string& name) {
-    auto a = xt::load_npy<V>(std::string(XGRAD_FIXTURES) + "/loss_norm/" + name + ".npy");
-    REQUIRE_MESSAGE(a.dimension() == N, name);
-    return xt::xtensor<V, N>(a);
-}
-
-template <class A, class B>
-double max_abs_diff(const A& a, const B& b) {
-    REQUIRE(a.size() == b.size());
-    double m = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a.data()[i]) - double(b.data()[i])));
-    return m;
+    return testing::fixture<N, V>("loss_norm", name);
 }
 
 constexpr double tol = 1e-12;

@@ -10,6 +10,7 @@
 #include <xtensor/xstrided_view.hpp>
 #include <xtensor/xview.hpp>
 
+#include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
@@ -23,20 +24,14 @@ using B3 = xt::xtensor<bool, 3>;
 namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
+using testing::max_abs_diff;
 template <std::size_t N>
 xt::xtensor<double, N> load(const std::string& name) {
-    return xt::load_npy<double>(std::string(XGRAD_FIXTURES) + "/softmax/" + name + ".npy");
+    return testing::fixture<N>("softmax", name);
 }
 template <std::size_t N>
 xt::xtensor<bool, N> load_bool(const std::string& name) {
     return xt::xtensor<bool, N>(xt::not_equal(load<N>(name), 0.0));
-}
-template <class A, class B>
-double max_abs_diff(const A& a, const B& b) {
-    REQUIRE(a.shape() == b.shape());
-    double m = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a.data()[i] - b.data()[i]));
-    return m;
 }
 // y = f(x) and dx for the fixture's upstream gradient g, against PyTorch's, to 1e-12.
 template <std::size_t N, class F>
