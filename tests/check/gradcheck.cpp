@@ -73,3 +73,14 @@ TEST_CASE("gradcheck in fast mode catches a wrong gradient on a large input") {
     CHECK_FALSE(r.passed);
     CHECK(r.worst_where.find("projection") != std::string::npos);
 }
+
+TEST_CASE("the reported worst element is the one furthest past its tolerance") {
+    // y = triple(x) * x with triple's wrong backward: dy/dx = 6.1x against the true 6x, so the
+    // element x = 10 is furthest off.
+    auto r = gradcheck([](auto& v) { return triple(v, Bug::wrong) * v; }, xt::xtensor<double, 1>{1, 10, 2});
+    CHECK_FALSE(r.passed);
+    CHECK(r.worst_where == "index (1,) output 1");
+    CHECK(r.analytic == doctest::Approx(61));  // 3.1 x + 3 x at x = 10
+    CHECK(r.numeric == doctest::Approx(60));
+    CHECK(r.failure.find("index (1,)") != std::string::npos);
+}

@@ -27,6 +27,7 @@ TEST_CASE("unary ops match their scalar definitions") {
     CHECK(at(abs(x), 0) == 1.5);
     CHECK(at(relu(x), 0) == 0.0);
     CHECK(at(relu(x), 2) == 0.3);
+    CHECK(std::isnan(eval(relu(constant(T1{std::nan("")})) ).value()(0)));  // NaN propagates, as torch
     CHECK(at(square(x), 0) == doctest::Approx(2.25));
     CHECK(at(sigmoid(x), 3) == doctest::Approx(1 / (1 + std::exp(-2.0))));
     CHECK(at(-x, 1) == 0.2);

@@ -147,3 +147,41 @@ TEST_CASE("backward errors name what is wrong") {
     t.clear();
     CHECK_THROWS_AS(backward(y, T2{{1, 1}}), tape_error);  // y's tape was cleared
 }
+
+TEST_CASE("an intermediate kept across clear() cannot silently cut the gradient path") {
+    Tape t;
+    TapeScope scope(t);
+    auto w = parameter(T2{{1, 2}});
+    Var<double, 2> h = w * 3.0;
+    t.clear();
+    CHECK(h.value() == T2{{3, 6}});  // the value stays readable
+    CHECK_THROWS_WITH_AS(eval(h * 5.0), doctest::Contains("tape that has since been cleared"), tape_error);
+    auto k = h.detach();  // explicit: a constant copy
+    Var<double, 2> y = k * 5.0 + w;
+    backward(sum(y));
+    CHECK(w.grad() == T2{{1, 1}});
+}
+
+TEST_CASE("backward rejects an empty Var and accepts its own gradient as the seed") {
+    CHECK_THROWS_AS(backward(Var<double, 1>{}), tape_error);
+    CHECK_THROWS_AS(backward(Var<double, 0>{}), tape_error);
+    Tape t;
+    TapeScope scope(t);
+    auto w = parameter(T2{{1, 2}});
+    Var<double, 2> y = w * 3.0;
+    backward(y, T2{{1, 1}});
+    backward(y, y.grad());  // the seed aliases y's gradient buffer
+    CHECK(w.grad() == T2{{6, 6}});
+}
+
+TEST_CASE("a tape holding a very long chain is destroyed without deep recursion") {
+    auto w = parameter(T2{{1}});
+    {
+        Tape t;
+        TapeScope scope(t);
+        Var<double, 2> h = w * 1.0;
+        for (int i = 0; i < 200000; ++i) h = h + 1.0;
+        CHECK(h.value()(0, 0) == 200001.0);
+    }
+    CHECK(w.value()(0, 0) == 1.0);
+}

@@ -255,3 +255,33 @@ TEST_CASE("matmul and linear shape errors name the operands and shapes") {
                          "linear: bias has shape (4,) but weight has shape (5, 4): expected bias (5,)", shape_error);
     CHECK(xgrad::tape().size() == 0);  // nothing recorded by failed calls
 }
+
+TEST_CASE("matmul and linear whose output needs no grad hold no reference to their inputs") {
+    using D2 = xt::xtensor<double, 2>;
+    auto a = parameter(D2{{1, 2}, {3, 4}});
+    auto w = parameter(D2{{1, 0}, {1, 1}});
+    auto bias = constant(xt::xtensor<double, 1>{10, 20});
+    {
+        xgrad::NoGrad ng;
+        auto y = xgrad::matmul(a, w);
+        auto z = xgrad::linear(a, w, bias);
+        CHECK(a.node_ptr().use_count() == 1);
+        CHECK(w.node_ptr().use_count() == 1);
+        CHECK(bias.node_ptr().use_count() == 1);
+        CHECK(y.value() == D2{{3, 2}, {7, 4}});
+        CHECK(z.value() == D2{{11, 23}, {13, 27}});  // x · Wᵀ + b
+    }
+    // constants only: nothing requires grad, nothing is held either
+    auto c = constant(D2{{1, 2}, {3, 4}});
+    auto y = xgrad::matmul(c, c);
+    auto z = xgrad::linear(c, c);
+    CHECK(c.node_ptr().use_count() == 1);
+    CHECK(y.value() == D2{{7, 10}, {15, 22}});
+    CHECK(z.value() == D2{{5, 11}, {11, 25}});
+    // with grad the inputs are held and backward still works
+    auto zg = xgrad::linear(c, w, bias);
+    CHECK(w.node_ptr().use_count() == 2);
+    xgrad::backward(xgrad::sum(zg));
+    CHECK(w.grad() == D2{{4, 6}, {4, 6}});  // dW = dYᵀ · X = column sums of c per output row
+    xgrad::tape().clear();
+}

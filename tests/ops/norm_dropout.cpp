@@ -49,6 +49,62 @@ TEST_CASE("layer_norm: hand-computed values") {
     CHECK(layer_norm(xf, 0.0).value()(2) == doctest::Approx(float(s)));
 }
 
+TEST_CASE("float layer_norm: backward agrees with forward when |mean| >> std") {
+    // x̂ must be (x − μ) · rstd with μ and rstd in double in backward too: in float, x − μ loses
+    // every significant digit here (the float spacing at 1e4 is ~1e-3, the std ~1e-3).
+    const xt::xtensor<float, 2> xv{{10000.f, 10000.001f, 10000.002f, 9999.999f}, {1.f, 2.f, 3.f, 4.f}};
+    const xt::xtensor<float, 1> wv{1.f, 2.f, 3.f, 4.f}, bv{0.5f, 0.f, -0.5f, 1.f};
+    const xt::xtensor<float, 2> gv{{1.f, -2.f, 3.f, 0.5f}, {1.f, 1.f, 1.f, 1.f}};
+    auto x = parameter(xv);
+    auto w = parameter(wv), b = parameter(bv);
+    auto y = layer_norm(x, w, b, 1e-5);
+    backward(y, gv);
+    // the same formulas in double, on the same float inputs
+    const std::size_t C = 4;
+    xt::xtensor<double, 2> y_ref({2, C}), dx_ref({2, C});
+    xt::xtensor<double, 1> dw_ref = xt::zeros<double>({C}), db_ref = xt::zeros<double>({C});
+    for (std::size_t r = 0; r < 2; ++r) {
+        double mu = 0, var = 0;
+        for (std::size_t c = 0; c < C; ++c) mu += xv(r, c);
+        mu /= C;
+        for (std::size_t c = 0; c < C; ++c) var += (xv(r, c) - mu) * (xv(r, c) - mu);
+        var /= C;
+        const double rs = 1.0 / std::sqrt(var + 1e-5);
+        double mean_g = 0, mean_gx = 0;
+        for (std::size_t c = 0; c < C; ++c) {
+            const double xhat = (xv(r, c) - mu) * rs, gh = double(gv(r, c)) * wv(c);
+            y_ref(r, c) = xhat * wv(c) + bv(c);
+            dw_ref(c) += gv(r, c) * xhat, db_ref(c) += gv(r, c);
+            mean_g += gh / C, mean_gx += gh * xhat / C;
+        }
+        for (std::size_t c = 0; c < C; ++c) {
+            const double xhat = (xv(r, c) - mu) * rs, gh = double(gv(r, c)) * wv(c);
+            dx_ref(r, c) = rs * (gh - mean_g - xhat * mean_gx);
+        }
+    }
+    // float rounding only: relative 1e-5 of each array's scale
+    const auto close = [](const auto& got, const auto& ref) {
+        return max_abs_diff(got, ref) < 1e-5 * std::max(1.0, double(xt::amax(xt::abs(ref))()));
+    };
+    CHECK(close(y.value(), y_ref));
+    CHECK(close(w.grad(), dw_ref));
+    CHECK(close(b.grad(), db_ref));
+    CHECK(close(x.grad(), dx_ref));
+    tape().clear();
+}
+
+TEST_CASE("layer_norm whose output needs no grad holds no reference to its inputs") {
+    auto x = parameter(xt::xtensor<double, 2>{{1, 2, 3}, {4, 6, 8}});
+    auto w = parameter(xt::xtensor<double, 1>{1, 2, 3});
+    auto b = constant(xt::xtensor<double, 1>{0, 0, 1});
+    NoGrad ng;
+    auto y = layer_norm(x, w, b, 0.0);
+    CHECK(x.node_ptr().use_count() == 1);
+    CHECK(w.node_ptr().use_count() == 1);
+    CHECK(b.node_ptr().use_count() == 1);
+    CHECK(y.value()(1, 2) == doctest::Approx(3.0 * std::sqrt(1.5) + 1.0));
+}
+
 TEST_CASE("layer_norm matches PyTorch: output and gradients of x, weight, bias") {
     const auto x0 = fixture<3>("ln_x"), g = fixture<3>("ln_g");
     auto x = parameter(x0);

@@ -30,6 +30,15 @@ TEST_CASE("max sends the gradient to the winner; an all-reduce shares it among t
     x.zero_grad();
     backward(max(x));  // two elements equal 9
     CHECK(x.grad() == T2{{0, 0, 0}, {0.5, 0, 0.5}});
+    auto row = parameter(T2{{7, 7, 1}});  // an axis reduction stays first-winner when the other extents are 1
+    backward(sum(max(row, 1)));
+    CHECK(row.grad() == T2{{1, 0, 0}});
+}
+
+TEST_CASE("max over an axis of an empty but not reduced-empty operand gives an empty result") {
+    auto x = constant(T2(std::array<std::size_t, 2>{0, 3}));
+    CHECK(max(x, 1).size() == 0);
+    CHECK_THROWS_AS(max(x, 0), shape_error);
 }
 
 TEST_CASE("reductions pass gradcheck on two shapes, every axis, with and without keepdims") {
@@ -50,5 +59,5 @@ TEST_CASE("an axis out of range is a value_error naming the op") {
     CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for rank 3", value_error);
     CHECK_THROWS_AS(mean(x, -4), value_error);
     auto empty = constant(T2(std::array<std::size_t, 2>{0, 3}));
-    CHECK_THROWS_AS(max(empty), shape_error);
+    CHECK_THROWS_WITH_AS(max(empty), "max: cannot reduce over an empty axis of operand of shape (0, 3)", shape_error);
 }

@@ -1,4 +1,7 @@
 // Shape ops: hand-computed values, round trips, hand-computed and checked gradients, errors.
+#include <limits>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "xgrad/xgrad.hpp"
@@ -246,4 +249,63 @@ TEST_CASE("shape nodes reuse tape slots across steps with changing shapes") {
         CHECK(y.value()(1, stop - 1) == 4 + stop - 1);
         t.clear();
     }
+}
+
+TEST_CASE("reshape and expand reject shapes whose element count overflows size_t") {
+    auto x = constant(D1{1, 2, 3, 4});
+    // 4 · (2^62 + 1) wraps to 4 = x.size(): must not be accepted
+    CHECK_THROWS_WITH_AS(reshape(x, {4L, 4611686018427387905L}),
+                         "reshape: target shape (4, 4611686018427387905) for x of shape (4,) has more elements than "
+                         "size_t can count",
+                         shape_error);
+    CHECK_THROWS_AS(reshape(x, {-1L, 4611686018427387904L, 8L}), shape_error);
+    CHECK(reshape(constant(D1{}), {0L, 4611686018427387904L, 8L}).size() == 0);  // zero elements: no overflow
+    auto one = constant(D1{1.0});
+    // 2^32 · 2^32 wraps to 0
+    CHECK_THROWS_WITH_AS(expand(one, {4294967296ul, 4294967296ul}),
+                         "expand: cannot broadcast x of shape (1,) to (4294967296, 4294967296): more elements than "
+                         "size_t can count",
+                         shape_error);
+    CHECK_THROWS_AS(expand(one, {3ul, 6148914691236517206ul, 1ul}), shape_error);
+    CHECK(expand(one, {0ul, 4294967296ul, 4294967296ul}).size() == 0);
+}
+
+TEST_CASE("narrow with a huge length is an error, not an overflow") {
+    auto x = constant(D1{1, 2, 3});
+    CHECK_THROWS_WITH_AS(narrow(x, 0, 1, std::numeric_limits<long>::max()),
+                         "narrow: start 1 and length 9223372036854775807 are out of range for axis 0 of x (3,)",
+                         value_error);
+    CHECK_THROWS_AS(narrow(x, 0, -1, std::numeric_limits<long>::max()), value_error);
+    CHECK(narrow(x, 0, 1, 2).value() == D1{2, 3});
+}
+
+TEST_CASE("contiguous_strides rejects a rank above 16 before writing") {
+    CHECK_THROWS_AS(detail::contiguous_strides(std::vector<std::size_t>(17, 1)), value_error);
+    CHECK(detail::contiguous_strides(std::vector<std::size_t>(16, 2))[0] == 32768);
+}
+
+TEST_CASE("a shape op whose output needs no grad holds no reference to its input") {
+    auto x = constant(D2{{0, 1, 2}, {3, 4, 5}});
+    auto p = parameter(D2{{0, 1, 2}, {3, 4, 5}});
+    auto r = reshape(x, {3, 2});
+    auto t = transpose(x, 0, 1);
+    auto c = concat({x, x}, 0);
+    CHECK(x.node_ptr().use_count() == 1);
+    {
+        NoGrad ng;
+        auto s = slice(p, 1, 0, 2);
+        auto c2 = concat({p, x}, 1);
+        CHECK(p.node_ptr().use_count() == 1);
+        CHECK(s.value() == D2{{0, 1}, {3, 4}});
+        CHECK(c2.value() == D2{{0, 1, 2, 0, 1, 2}, {3, 4, 5, 3, 4, 5}});
+    }
+    CHECK(r.value() == D2{{0, 1}, {2, 3}, {4, 5}});
+    CHECK(t.value() == D2{{0, 3}, {1, 4}, {2, 5}});
+    CHECK(c.value() == D2{{0, 1, 2}, {3, 4, 5}, {0, 1, 2}, {3, 4, 5}});
+    // with grad the inputs are held (backward needs them) and gradients still flow
+    auto c3 = concat({p, x}, 0);
+    CHECK(p.node_ptr().use_count() == 2);
+    backward(sum(c3 * c3));
+    CHECK(p.grad() == D2{{0, 2, 4}, {6, 8, 10}});
+    tape().clear();
 }

@@ -212,10 +212,73 @@ TEST_CASE("a fully masked row gives all-zero weights and zero gradient, never Na
         CHECK(!xt::any(xt::isnan(x.grad())));
         CHECK(y.value()(0, 0, 0) > 0.0);  // other rows still normalized
     }
-    // plain softmax of an all -inf row: zeros as well (PyTorch: NaN)
-    auto z = softmax(constant(T2{{-inf, -inf}, {0.0, 0.0}}), -1).value();
-    CHECK(z(0, 0) == 0.0);
-    CHECK(z(1, 1) == 0.5);
+}
+
+TEST_CASE("softmax and log_softmax follow PyTorch on all -inf and NaN rows (NaN, never 0)") {
+    const double nan = std::nan("");
+    // torch.softmax / log_softmax of these rows: NaN for rows 0-4, [0.5, 0.5] / log 0.5 for row 5
+    const T2 x{{-inf, -inf}, {nan, nan}, {-inf, nan}, {1.0, nan}, {nan, 1.0}, {0.0, 0.0}};
+    const T2 x_t = xt::transpose(x);  // the same rows along axis 0 (inner > 1)
+    for (bool log : {false, true}) {
+        CAPTURE(log);
+        const T2 y = log ? log_softmax(constant(x), -1).value() : softmax(constant(x), -1).value();
+        const T2 yt = log ? log_softmax(constant(x_t), 0).value() : softmax(constant(x_t), 0).value();
+        const double last = log ? std::log(0.5) : 0.5;
+        for (std::size_t r = 0; r < 6; ++r)
+            for (std::size_t c = 0; c < 2; ++c) {
+                CAPTURE(r);
+                if (r < 5) {
+                    CHECK(std::isnan(y(r, c)));
+                    CHECK(std::isnan(yt(c, r)));
+                } else {
+                    CHECK(y(r, c) == doctest::Approx(last));
+                    CHECK(yt(c, r) == doctest::Approx(last));
+                }
+            }
+    }
+}
+
+TEST_CASE("masked_softmax: an unmasked NaN makes its row NaN; a fully masked row stays 0") {
+    const double nan = std::nan("");
+    const T2 s{{nan, 1.0, 2.0}, {nan, nan, 0.5}, {1.0, 2.0, nan}};
+    const B2 ignore{{false, true, true}, {true, true, true}, {false, false, true}};
+    auto x = parameter(s);
+    auto y = masked_softmax(x, ignore_mask(ignore));
+    backward(y, T2{{1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}, {1.0, 2.0, 3.0}});
+    for (std::size_t k = 0; k < 3; ++k) {
+        CHECK(std::isnan(y.value()(0, k)));  // torch.softmax([nan, -inf, -inf]) = [nan, nan, nan]
+        CHECK(y.value()(1, k) == 0.0);       // fully masked
+        CHECK(x.grad()(1, k) == 0.0);
+    }
+    // row 2 = softmax([1, 2]) with the masked NaN at weight 0: [1, e] / (1 + e); grad y ⊙ (g − Σ g y)
+    const double e = std::exp(1.0), y0 = 1.0 / (1.0 + e), y1 = e / (1.0 + e), dot = y0 + 2.0 * y1;
+    CHECK(y.value()(2, 0) == doctest::Approx(y0).epsilon(1e-14));
+    CHECK(y.value()(2, 1) == doctest::Approx(y1).epsilon(1e-14));
+    CHECK(y.value()(2, 2) == 0.0);
+    CHECK(x.grad()(2, 0) == doctest::Approx(y0 * (1.0 - dot)).epsilon(1e-14));
+    CHECK(x.grad()(2, 1) == doctest::Approx(y1 * (2.0 - dot)).epsilon(1e-14));
+    CHECK(x.grad()(2, 2) == 0.0);
+    tape().clear();
+}
+
+TEST_CASE("softmax whose output needs no grad holds no reference to its input") {
+    auto x = parameter(randn<2>({2, 3}, 21));
+    {
+        NoGrad ng;
+        auto y = softmax(x, -1);
+        auto m = masked_softmax(x, causal);
+        CHECK(x.node_ptr().use_count() == 1);
+        CHECK(m.value()(0, 1) == 0.0);
+        CHECK(y.value()(0, 0) == doctest::Approx(std::exp(x.value()(0, 0)) /
+                                                 (std::exp(x.value()(0, 0)) + std::exp(x.value()(0, 1)) +
+                                                  std::exp(x.value()(0, 2)))));
+    }
+    auto c = constant(x.value());
+    auto z = log_softmax(c, 0);
+    CHECK(c.node_ptr().use_count() == 1);
+    auto y = softmax(x, -1);
+    CHECK(x.node_ptr().use_count() == 2);  // recorded: backward needs x
+    tape().clear();
 }
 
 TEST_CASE("causal masking is top-left aligned for L != S") {

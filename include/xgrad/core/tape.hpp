@@ -22,6 +22,7 @@ public:
 
     bool requires_grad = false;
     bool is_leaf = true;
+    bool stale = false;  // recorded on a tape that has since been cleared
     std::size_t tape_index = 0;  // position on its tape (meaningless for leaves)
 };
 
@@ -48,14 +49,25 @@ public:
         node->tape_index = size_;
         node->is_leaf = false;
         node->requires_grad = true;
+        node->stale = false;
         node->reset_grad();
         ++size_;
         return node;
     }
 
-    // Ends the step: nodes release their inputs and wait to be reused.
+    Tape() = default;
+    Tape(const Tape&) = delete;
+    Tape& operator=(const Tape&) = delete;
+    // Releasing inputs first frees a long chain node by node, not by deep recursion.
+    ~Tape() { clear(); }
+
+    // Ends the step: nodes release their inputs and wait to be reused. A node the user still holds
+    // becomes stale: its value stays readable, but using it as an op input throws.
     void clear() {
-        for (std::size_t i = 0; i < size_; ++i) nodes_[i]->release_inputs();
+        for (std::size_t i = 0; i < size_; ++i) {
+            nodes_[i]->release_inputs();
+            nodes_[i]->stale = true;
+        }
         size_ = 0;
     }
     // Frees every node, used or not.

@@ -36,6 +36,7 @@ public:
         return grad_;
     }
     bool has_grad() const override { return grad_live_; }
+    const xt::xtensor<T, N>* grad_storage() const { return &grad_; }
     void reset_grad() override { grad_live_ = false; }
 
 private:
@@ -79,12 +80,23 @@ public:
     const auto& shape() const { return node_->value.shape(); }
     std::size_t shape(std::size_t axis) const { return node_->value.shape()[axis]; }
     std::size_t size() const { return node_->value.size(); }
-    bool requires_grad() const { return node_->requires_grad; }
+    // Throws when this is an intermediate of a tape that has been cleared (see Tape::clear):
+    // an op must not silently cut the gradient path through it.
+    bool requires_grad() const {
+        if (node_->stale)
+            throw tape_error(std::string("a Var computed by ") + node_->op_name() + " " + shape_str(shape()) +
+                             " was recorded on a tape that has since been cleared; recompute it in this step, or "
+                             "use detach() for its value as a constant");
+        return node_->requires_grad;
+    }
     bool is_leaf() const { return node_->is_leaf; }
     const char* op_name() const { return node_->op_name(); }
     node_type* node() const { return node_.get(); }
     const std::shared_ptr<node_type>& node_ptr() const { return node_; }
     explicit operator bool() const { return node_ != nullptr; }
+
+    // A constant holding a copy of the value: no gradient flows through it.
+    Var detach() const;
 
     // Forgets the accumulated gradient (leaves; intermediates are reset by each backward).
     void zero_grad() const { node_->reset_grad(); }
@@ -111,6 +123,11 @@ Var<T, N> constant(xt::xtensor<T, N> value) {
     return Var<T, N>(std::move(n));
 }
 
+template <Real T, std::size_t N>
+Var<T, N> Var<T, N>::detach() const {
+    return constant(value());
+}
+
 // Creates the output node of an op: on the current tape when grad is enabled and some input
 // requires grad, otherwise a free-standing node that requires nothing.
 template <class NodeT>
@@ -132,6 +149,7 @@ bool any_requires_grad(const Vs&... vs) {
 template <Real T, std::size_t N>
 void backward(const Var<T, N>& y, const xt::xtensor<T, N>& grad_y) {
     if (!y) throw tape_error("backward: the output Var is empty");
+    if (y.node()->stale) throw tape_error("backward: the output was recorded on a tape that has since been cleared");
     if (y.shape() != grad_y.shape())
         throw shape_error("backward: grad_y has shape " + shape_str(grad_y.shape()) + " but the output has shape " +
                           shape_str(y.shape()));
@@ -148,15 +166,19 @@ void backward(const Var<T, N>& y, const xt::xtensor<T, N>& grad_y) {
     if (!t.holds(n))
         throw tape_error(std::string("backward: the output (op ") + n->op_name() +
                          ") is not on the current tape (was the tape cleared after it was recorded?)");
+    xt::xtensor<T, N> aliased;  // backward(y, y.grad()): copy the seed before resetting y's gradient
+    const xt::xtensor<T, N>* seed = &grad_y;
+    if (seed == n->grad_storage()) aliased = grad_y, seed = &aliased;
     t.reset_grads(n->tape_index);
-    n->grad_buffer() = grad_y;
+    n->grad_buffer() = *seed;
     t.run_backward(n->tape_index);
 }
 
 // backward from a loss holding a single element (seed 1).
 template <Real T, std::size_t N>
 void backward(const Var<T, N>& loss) {
-    if (loss && loss.size() != 1)
+    if (!loss) throw tape_error("backward: the loss Var is empty");
+    if (loss.size() != 1)
         throw tape_error("backward: the loss has shape " + shape_str(loss.shape()) +
                          "; a non-scalar output needs an explicit grad_y: backward(y, grad_y)");
     xt::xtensor<T, N> seed = xt::ones<T>(loss.shape());

@@ -69,7 +69,7 @@ Const<typename A::value_type> as_const(S s) {
 XGRAD_BINARY_OP(add,     +,      a + b,    X(1),     X(1))
 XGRAD_BINARY_OP(sub,     -,      a - b,    X(1),     X(-1))
 XGRAD_BINARY_OP(mul,     *,      a * b,    b,        a)
-XGRAD_BINARY_OP(div,     /,      a / b,    1 / b,    -a / (b * b))
+XGRAD_BINARY_OP(div,     /,      a / b,    1 / b,    -(a / b) / b)
 
 //             name     f(x)                              df/dx
 XGRAD_UNARY_OP(neg,     -x,                               X(-1))
@@ -78,7 +78,7 @@ XGRAD_UNARY_OP(log,     std::log(x),                      1 / x)
 XGRAD_UNARY_OP(sqrt,    std::sqrt(x),                     X(0.5) / std::sqrt(x))
 XGRAD_UNARY_OP(tanh,    std::tanh(x),                     1 - std::tanh(x) * std::tanh(x))
 XGRAD_UNARY_OP(sigmoid, detail::sigmoid(x),               detail::sigmoid(x) * (1 - detail::sigmoid(x)))
-XGRAD_UNARY_OP(relu,    x > 0 ? x : X(0),                 x > 0 ? X(1) : X(0))
+XGRAD_UNARY_OP(relu,    x < 0 ? X(0) : x,                 x > 0 ? X(1) : X(0))  // NaN stays NaN, as torch
 XGRAD_UNARY_OP(abs,     std::abs(x),                      x > 0 ? X(1) : (x < 0 ? X(-1) : X(0)))
 XGRAD_UNARY_OP(square,  x * x,                            2 * x)
 // GELU, exact form (PyTorch approximate='none'): x Φ(x); Φ' = standard normal density.

@@ -26,7 +26,7 @@ std::size_t extent_product(const S& shape, std::size_t from, std::size_t to) {
 template <Real T, std::size_t NA, std::size_t NB>
 class MatmulNode final : public TensorNode<T, NA> {
 public:
-    Var<T, NA> a;
+    Var<T, NA> a;  // a and b are held only when this node requires grad
     Var<T, NB> b;
     std::size_t batches = 1, m = 0, k = 0, n = 0;
 
@@ -36,9 +36,7 @@ public:
         b = {};
     }
 
-    void forward() {
-        const T* pa = a.value().data();
-        const T* pb = b.value().data();
+    void forward(const T* pa, const T* pb) {
         T* py = this->value.data();
         // Y_i (M,N) = A_i (M,K) · B_i (K,N)
         for (std::size_t i = 0; i < batches; ++i)
@@ -78,8 +76,10 @@ Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
             throw shape_error("matmul: batch dimensions differ: a " + shape_str(sa) + " and b " + shape_str(sb));
 
     auto node = make_node<MatmulNode<T, NA, NB>>(any_requires_grad(a, b));
-    node->a = a;
-    node->b = b;
+    if (node->requires_grad) {
+        node->a = a;
+        node->b = b;
+    }
     node->k = sa[NA - 1];
     node->n = sb[NB - 1];
     if constexpr (NB == NA) {
@@ -93,7 +93,7 @@ Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
     std::copy(sa.begin(), sa.end(), shape.begin());
     shape[NA - 1] = node->n;
     if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
+    node->forward(a.value().data(), b.value().data());
     return Var<T, NA>(node);
 }
 
@@ -101,7 +101,7 @@ Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
 template <Real T, std::size_t N>
 class LinearNode final : public TensorNode<T, N> {
 public:
-    Var<T, N> x;
+    Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 2> weight;
     Var<T, 1> bias;  // empty when there is no bias
     std::size_t rows = 0, in = 0, out = 0;
@@ -113,15 +113,12 @@ public:
         bias = {};
     }
 
-    void forward() {
+    void forward(const T* px, const T* pw, const T* pb) {
         T* py = this->value.data();
         // Y (rows,out) = b (out) on every row (or 0), then Y += X (rows,in) · Wᵀ (in,out)
-        if (bias) {
-            const T* pb = bias.value().data();
+        if (pb)
             for (std::size_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
-        }
-        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
-                   bias ? T(1) : T(0), py);
+        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), px, pw, pb ? T(1) : T(0), py);
     }
 
     void backward() override {
@@ -153,9 +150,12 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
 
     const bool needs = any_requires_grad(x, weight) || (bias && bias->requires_grad());
     auto node = make_node<LinearNode<T, N>>(needs);
-    node->x = x;
-    node->weight = weight;
-    node->bias = bias ? *bias : Var<T, 1>{};
+    const bool has_bias = bias && *bias;
+    if (node->requires_grad) {
+        node->x = x;
+        node->weight = weight;
+        node->bias = has_bias ? *bias : Var<T, 1>{};
+    }
     node->rows = extent_product(sx, 0, N - 1);
     node->in = sx[N - 1];
     node->out = sw[0];
@@ -163,7 +163,7 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
     std::copy(sx.begin(), sx.end(), shape.begin());
     shape[N - 1] = node->out;
     if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
+    node->forward(x.value().data(), weight.value().data(), has_bias ? bias->value().data() : nullptr);
     return Var<T, N>(node);
 }
 

@@ -16,21 +16,21 @@ namespace detail {
 template <Real T, std::size_t N>
 class LayerNormNode final : public TensorNode<T, N> {
 public:
-    Var<T, N> x;
+    Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 1> weight, bias;  // empty when not affine
-    std::vector<T> mean, rstd;  // per row, cached for backward
+    std::vector<double> mean, rstd;  // per row, in double as computed, cached for backward
 
     const char* op_name() const override { return "layer_norm"; }
     void release_inputs() override { x = {}, weight = {}, bias = {}; }
 
-    std::size_t cols() const { return N == 0 ? 1 : x.shape()[N - 1]; }
+    // x̂ exactly as forward computes it: in double, from the double mean and rstd.
+    static double normalized(T x, double mu, double rs) { return (double(x) - mu) * rs; }
 
-    void forward(double eps) {
-        const std::size_t C = cols(), R = C ? x.size() / C : 0;
+    // w and b are null when not affine.
+    void forward(const Var<T, N>& input, const T* w, const T* b, double eps) {
+        const std::size_t C = input.shape()[N - 1], R = C ? input.size() / C : 0;
         mean.resize(R), rstd.resize(R);
-        const T* src = x.value().data();
-        const T* w = weight ? weight.value().data() : nullptr;
-        const T* b = bias ? bias.value().data() : nullptr;
+        const T* src = input.value().data();
         T* dst = this->value.data();
         for (std::size_t r = 0; r < R; ++r) {
             const T* xr = src + r * C;
@@ -40,9 +40,9 @@ public:
             for (std::size_t c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
             var /= double(C);
             const double rs = 1.0 / std::sqrt(var + eps);
-            mean[r] = static_cast<T>(mu), rstd[r] = static_cast<T>(rs);
+            mean[r] = mu, rstd[r] = rs;
             for (std::size_t c = 0; c < C; ++c) {
-                T y = static_cast<T>((xr[c] - mu) * rs);
+                T y = static_cast<T>(normalized(xr[c], mu, rs));
                 if (w) y *= w[c];
                 if (b) y += b[c];
                 dst[r * C + c] = y;
@@ -51,7 +51,7 @@ public:
     }
 
     void backward() override {
-        const std::size_t C = cols(), R = C ? x.size() / C : 0;
+        const std::size_t C = x.shape()[N - 1], R = C ? x.size() / C : 0;
         const T* src = x.value().data();
         const T* gy = this->grad_buffer().data();
         const T* w = weight ? weight.value().data() : nullptr;
@@ -61,10 +61,10 @@ public:
         for (std::size_t r = 0; r < R; ++r) {
             const T* xr = src + r * C;
             const T* gr = gy + r * C;
-            const T mu = mean[r], rs = rstd[r];
+            const double mu = mean[r], rs = rstd[r];
             // dγ (C) += Σ_rows dY (R,C) ⊙ x̂ (R,C);   dβ (C) += Σ_rows dY (R,C)
             for (std::size_t c = 0; c < C; ++c) {
-                if (gw) gw[c] += gr[c] * (xr[c] - mu) * rs;
+                if (gw) gw[c] += static_cast<T>(gr[c] * normalized(xr[c], mu, rs));
                 if (gb) gb[c] += gr[c];
             }
             if (!gx) continue;
@@ -72,14 +72,14 @@ public:
             // dX (C) += rstd · (dX̂ − mean_c(dX̂) − x̂ ⊙ mean_c(dX̂ ⊙ x̂))
             double mean_g = 0, mean_gx = 0;
             for (std::size_t c = 0; c < C; ++c) {
-                const double g = w ? gr[c] * w[c] : gr[c];
+                const double g = w ? double(gr[c]) * w[c] : gr[c];
                 mean_g += g;
-                mean_gx += g * (xr[c] - mu) * rs;
+                mean_gx += g * normalized(xr[c], mu, rs);
             }
             mean_g /= double(C), mean_gx /= double(C);
             for (std::size_t c = 0; c < C; ++c) {
-                const double g = w ? gr[c] * w[c] : gr[c];
-                const double xhat = (xr[c] - mu) * rs;
+                const double g = w ? double(gr[c]) * w[c] : gr[c];
+                const double xhat = normalized(xr[c], mu, rs);
                 gx[r * C + c] += static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
             }
         }
@@ -98,10 +98,9 @@ Var<T, N> layer_norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var
     if (!(eps >= 0)) throw value_error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
     const bool grad = x.requires_grad() || (weight && weight.requires_grad()) || (bias && bias.requires_grad());
     auto node = make_node<LayerNormNode<T, N>>(grad);
-    node->x = x, node->weight = weight, node->bias = bias;
+    if (node->requires_grad) node->x = x, node->weight = weight, node->bias = bias;
     if (node->value.shape() != x.shape()) node->value.resize(x.shape());
-    node->forward(eps);
-    if (!node->requires_grad) node->release_inputs();
+    node->forward(x, weight ? weight.value().data() : nullptr, bias ? bias.value().data() : nullptr, eps);
     return Var<T, N>(node);
 }
 

@@ -26,13 +26,14 @@ public:
     Var<T, N> x;
     Reduction kind = Reduction::sum;
     AxisSplit split;
+    bool all_reduce = false;          // max over every element: ties share the gradient
     std::vector<std::size_t> argmax;  // max: winning index along the axis, per output element
 
     const char* op_name() const override { return reduction_name(kind); }
     void release_inputs() override { x = {}; }
 
-    void forward() {
-        const T* src = x.value().data();
+    void forward(const Var<T, N>& input) {
+        const T* src = input.value().data();
         T* dst = this->value.data();
         const auto [outer, extent, inner] = split;
         if (kind == Reduction::max) argmax.assign(outer * inner, 0);
@@ -60,7 +61,6 @@ public:
         const T* gy = this->grad_buffer().data();
         T* gx = x.node()->grad_buffer().data();
         const auto [outer, extent, inner] = split;
-        const bool all_reduce = outer == 1 && inner == 1;
         std::size_t ties = 0;
         if (kind == Reduction::max && all_reduce)
             for (std::size_t a = 0; a < extent; ++a) ties += x.value().data()[a] == this->value.data()[0];
@@ -84,29 +84,30 @@ public:
 };
 
 template <std::size_t M, Real T, std::size_t N, class Shape>
-Var<T, M> reduce(const Var<T, N>& x, Reduction kind, AxisSplit split, const Shape& out_shape) {
-    if (x.size() == 0 && kind == Reduction::max)
-        throw shape_error("max: cannot reduce an empty operand of shape " + shape_str(x.shape()));
+Var<T, M> reduce(const Var<T, N>& x, Reduction kind, AxisSplit split, const Shape& out_shape, bool all_reduce) {
+    if (kind == Reduction::max && split.extent == 0 && split.outer * split.inner > 0)
+        throw shape_error("max: cannot reduce over an empty axis of operand of shape " + shape_str(x.shape()));
     auto node = make_node<ReduceNode<T, N, M>>(x.requires_grad());
-    node->x = x;
+    if (node->requires_grad) node->x = x;
     node->kind = kind;
     node->split = split;
+    node->all_reduce = all_reduce;
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
     if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
+    node->forward(x);
     return Var<T, M>(node);
 }
 
 template <Real T, std::size_t N>
 Var<T, 0> reduce_all(const Var<T, N>& x, Reduction kind) {
-    return reduce<0>(x, kind, AxisSplit{1, x.size(), 1}, std::array<std::size_t, 0>{});
+    return reduce<0>(x, kind, AxisSplit{1, x.size(), 1}, std::array<std::size_t, 0>{}, true);
 }
 template <Real T, std::size_t N>
 Var<T, N> reduce_all_keep(const Var<T, N>& x, Reduction kind) {
     std::array<std::size_t, N> ones;
     ones.fill(1);
-    return reduce<N>(x, kind, AxisSplit{1, x.size(), 1}, ones);
+    return reduce<N>(x, kind, AxisSplit{1, x.size(), 1}, ones, true);
 }
 template <Real T, std::size_t N>
 Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
@@ -114,7 +115,7 @@ Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
     std::array<std::size_t, N - 1> shape;
     for (std::size_t k = 0, j = 0; k < N; ++k)
         if (k != ax) shape[j++] = x.shape()[k];
-    return reduce<N - 1>(x, kind, split_at(x.shape(), ax), shape);
+    return reduce<N - 1>(x, kind, split_at(x.shape(), ax), shape, false);
 }
 template <Real T, std::size_t N>
 Var<T, N> reduce_axis_keep(const Var<T, N>& x, long axis, Reduction kind) {
@@ -122,7 +123,7 @@ Var<T, N> reduce_axis_keep(const Var<T, N>& x, long axis, Reduction kind) {
     std::array<std::size_t, N> shape;
     std::copy(x.shape().begin(), x.shape().end(), shape.begin());
     shape[ax] = 1;
-    return reduce<N>(x, kind, split_at(x.shape(), ax), shape);
+    return reduce<N>(x, kind, split_at(x.shape(), ax), shape, false);
 }
 
 }  // namespace detail

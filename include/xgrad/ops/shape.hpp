@@ -21,7 +21,7 @@ inline std::string long_str(long v) { return std::to_string(v); }
 template <std::size_t M, class S>
 std::array<std::size_t, M> reshape_target(const S& from, std::size_t count, const std::array<long, M>& to) {
     std::array<std::size_t, M> out{};
-    std::size_t known = 1, infer = M;
+    std::size_t known = 1, infer = M;  // known: product of the given dims
     for (std::size_t k = 0; k < M; ++k) {
         if (to[k] == -1) {
             if (infer != M)
@@ -31,9 +31,12 @@ std::array<std::size_t, M> reshape_target(const S& from, std::size_t count, cons
             throw value_error("reshape: invalid dimension " + long_str(to[k]) + " in " + shape_str(to));
         } else {
             out[k] = static_cast<std::size_t>(to[k]);
-            known *= out[k];
         }
     }
+    if (infer != M) out[infer] = 1;  // counts as 1 until inferred
+    if (!checked_numel(out, known))
+        throw shape_error("reshape: target shape " + shape_str(to) + " for x of shape " + shape_str(from) +
+                          " has more elements than size_t can count");
     if (infer != M) {
         if (known == 0 || count % known != 0)
             throw shape_error("reshape: cannot reshape x of shape " + shape_str(from) + " (" + std::to_string(count) +
@@ -73,6 +76,7 @@ Var<T, M> reshape(const Var<T, N>& x, const long (&shape)[M]) {
 // Y[i_0..i_{N-1}] = X[j] with j[order[k]] = i_k; dX[j] += dY[i].
 template <Real T, std::size_t N>
 Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
+    static_assert(N <= detail::max_view_rank, "xgrad: permute supports rank <= 16");
     std::array<bool, N> seen{};
     for (std::size_t k = 0; k < N; ++k) {
         if (order[k] >= N || seen[order[k]])
@@ -89,6 +93,7 @@ Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
 template <Real T, std::size_t N>
 Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
     static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
+    static_assert(N <= detail::max_view_rank, "xgrad: transpose supports rank <= 16");
     const std::size_t a = detail::resolve_axis(dim0, N, "transpose"), b = detail::resolve_axis(dim1, N, "transpose");
     std::array<std::size_t, N> order, out;
     for (std::size_t k = 0; k < N; ++k) order[k] = k;
@@ -154,6 +159,7 @@ namespace detail {
 // Y = X[..., start : start + length, ...] (along `ax`); dX[..., start : start + length, ...] += dY.
 template <Real T, std::size_t N>
 Var<T, N> take_range(const Var<T, N>& x, std::size_t ax, std::size_t start, std::size_t length, const char* op) {
+    static_assert(N <= max_view_rank, "xgrad: slice and narrow support rank <= 16");
     const auto strides = contiguous_strides(x.shape());
     std::array<std::size_t, N> out;
     StridedMap map;
@@ -186,7 +192,7 @@ Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
     const std::size_t ax = detail::resolve_axis(axis, N, "narrow");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start;
-    if (b < 0 || b > size || length < 0 || b + length > size)
+    if (b < 0 || b > size || length < 0 || length > size - b)
         throw value_error("narrow: start " + detail::long_str(start) + " and length " + detail::long_str(length) +
                           " are out of range for axis " + std::to_string(ax) + " of x " + shape_str(x.shape()));
     return detail::take_range(x, ax, std::size_t(b), std::size_t(length), "narrow");
@@ -197,6 +203,11 @@ Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> expand(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
     static_assert(M >= N, "xgrad: expand cannot lower the rank (the target needs rank >= the input's)");
+    static_assert(M <= detail::max_view_rank, "xgrad: expand supports rank <= 16");
+    std::size_t count;
+    if (!detail::checked_numel(shape, count))
+        throw shape_error("expand: cannot broadcast x of shape " + shape_str(x.shape()) + " to " + shape_str(shape) +
+                          ": more elements than size_t can count");
     const auto strides = detail::contiguous_strides(x.shape());
     detail::StridedMap map;
     for (std::size_t k = 0; k < M; ++k) {

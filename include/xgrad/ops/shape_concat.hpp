@@ -17,7 +17,8 @@ namespace detail {
 template <Real T, std::size_t N>
 class ConcatNode final : public TensorNode<T, N> {
 public:
-    std::vector<Var<T, N>> xs;
+    std::vector<Var<T, N>> xs;         // held only when this node requires grad
+    std::vector<std::size_t> extents;  // A_i, each input's extent along the axis
     std::size_t axis = 0;
 
     const char* op_name() const override { return "concat"; }
@@ -29,18 +30,18 @@ public:
         const AxisSplit ys = split_at(this->value.shape(), axis);
         for (std::size_t o = 0; o < ys.outer; ++o) {
             std::size_t offset = o * ys.extent * ys.inner;
-            for (std::size_t i = 0; i < xs.size(); ++i) {
-                const std::size_t count = xs[i].shape(axis) * ys.inner;
+            for (std::size_t i = 0; i < extents.size(); ++i) {
+                const std::size_t count = extents[i] * ys.inner;
                 block(i, o, offset, count);
                 offset += count;
             }
         }
     }
 
-    void forward() {
+    void forward(const std::vector<Var<T, N>>& inputs) {
         T* y = this->value.data();
         for_each_block([&](std::size_t i, std::size_t o, std::size_t offset, std::size_t count) {
-            std::copy_n(xs[i].value().data() + o * count, count, y + offset);
+            std::copy_n(inputs[i].value().data() + o * count, count, y + offset);
         });
     }
 
@@ -80,10 +81,12 @@ Var<T, N> concat(const std::vector<Var<T, N>>& xs, long axis) {
         any_grad |= xs[i].requires_grad();
     }
     auto node = make_node<detail::ConcatNode<T, N>>(any_grad);
-    node->xs = xs;
+    if (node->requires_grad) node->xs = xs;
+    node->extents.resize(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) node->extents[i] = xs[i].shape(ax);
     node->axis = ax;
     if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-    node->forward();
+    node->forward(xs);
     return Var<T, N>(node);
 }
 // concat({a, b, c}, axis)

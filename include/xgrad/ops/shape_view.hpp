@@ -20,13 +20,26 @@ inline constexpr std::size_t max_view_rank = 16;
 template <class E>
 concept NonVarExpression = Expression<E> && !requires(const E& e) { e.node(); };
 
-// Row-major strides of a contiguous tensor.
+// Row-major strides of a contiguous tensor (at most max_view_rank axes).
 template <class S>
 std::array<std::size_t, max_view_rank> contiguous_strides(const S& shape) {
+    if (shape.size() > max_view_rank)
+        throw value_error("shape ops: rank " + std::to_string(shape.size()) + " of shape " + shape_str(shape) +
+                          " is above the supported 16");
     std::array<std::size_t, max_view_rank> s{};
     std::size_t stride = 1;
     for (std::size_t k = shape.size(); k-- > 0;) s[k] = stride, stride *= shape[k];
     return s;
+}
+
+// Product of the extents, or false when it does not fit in size_t (a zero extent makes it 0).
+template <class S>
+bool checked_numel(const S& shape, std::size_t& out) {
+    std::size_t n = 1;
+    bool overflow = false, empty = false;
+    for (std::size_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n), empty |= d == 0;
+    out = empty ? 0 : n;
+    return empty || !overflow;
 }
 
 // Where each output element is read from (see the header comment).
@@ -84,15 +97,14 @@ void for_each_row(const StridedMap& m, Row&& row) {
 template <Real T, std::size_t N, std::size_t M>
 class GatherNode final : public TensorNode<T, M> {
 public:
-    Var<T, N> x;
+    Var<T, N> x;  // held only when this node requires grad
     StridedMap map;
     const char* name = "view";
 
     const char* op_name() const override { return name; }
     void release_inputs() override { x = {}; }
 
-    void forward() {
-        const T* src = x.value().data();
+    void forward(const T* src) {
         T* dst = this->value.data();
         for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
             if (s == 1) std::copy_n(src + i, n, dst + o);
@@ -125,11 +137,11 @@ Var<T, M> gather(const Var<T, N>& x, const Shape& out_shape, StridedMap map, con
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
     map.simplify();
-    node->x = x;
+    if (node->requires_grad) node->x = x;
     node->map = map;
     node->name = name;
     if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-    node->forward();
+    node->forward(x.value().data());
     return Var<T, M>(node);
 }
 

@@ -1,9 +1,11 @@
 // softmax / log_softmax over any axis, and masked_softmax over the last axis (attention weights).
 //
-// All are numerically stable (the row max is subtracted before exp). In masked_softmax a masked
-// position gets weight exactly 0 and gradient exactly 0, and a FULLY masked row gives all-zero
-// weights and zero gradient instead of PyTorch's NaN (pytorch/pytorch#41508). Rows that are not
-// fully masked equal PyTorch's softmax of the scores with -inf at the masked positions.
+// All are numerically stable (the row max is subtracted before exp). softmax and log_softmax follow
+// PyTorch exactly: NaN propagates through a row and a row that is all -inf gives NaN. In
+// masked_softmax a masked position gets weight exactly 0 and gradient exactly 0, and a FULLY masked
+// row gives all-zero weights and zero gradient instead of PyTorch's NaN (pytorch/pytorch#41508).
+// Other rows equal PyTorch's softmax of the scores with -inf at the masked positions (so a NaN
+// score that is not masked makes its row NaN).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -29,8 +31,9 @@ namespace detail {
 template <Real T, std::size_t N>
 class SoftmaxNode final : public TensorNode<T, N> {
 public:
-    Var<T, N> x;
+    Var<T, N> x;  // held only when this node requires grad
     bool log = false;
+    bool zero_masked_rows = false;  // masked_softmax: a row that is all -inf (fully masked) gives 0
     const char* name = "softmax";
     AxisSplit split;
     std::vector<T> stats;  // per outer block: running max and sum, each of length inner
@@ -49,7 +52,10 @@ public:
             std::fill(row_max, row_max + inner, neg_inf);
             std::fill(row_sum, row_sum + inner, T(0));
             for (std::size_t a = 0; a < extent; ++a)
-                for (std::size_t i = 0; i < inner; ++i) row_max[i] = std::max(row_max[i], y[a * inner + i]);
+                for (std::size_t i = 0; i < inner; ++i) {
+                    const T v = y[a * inner + i];
+                    if (v > row_max[i] || std::isnan(v)) row_max[i] = v;  // a NaN max sticks (std::max drops NaN)
+                }
             if (log) {
                 // y = s - max - log Σ exp(s - max)
                 for (std::size_t a = 0; a < extent; ++a)
@@ -58,16 +64,17 @@ public:
                 for (std::size_t a = 0; a < extent; ++a)
                     for (std::size_t i = 0; i < inner; ++i) y[a * inner + i] -= row_sum[i];
             } else {
-                // y = exp(s - max) / Σ exp(s - max); a row that is all -inf (fully masked) stays 0
+                // y = exp(s - max) / Σ exp(s - max); an all -inf row gives NaN (-inf - -inf), as
+                // PyTorch, except a fully masked row of masked_softmax, which stays 0
                 for (std::size_t a = 0; a < extent; ++a)
                     for (std::size_t i = 0; i < inner; ++i) {
                         T& v = y[a * inner + i];
-                        v = row_max[i] == neg_inf ? T(0) : std::exp(v - row_max[i]);
+                        v = zero_masked_rows && row_max[i] == neg_inf ? T(0) : std::exp(v - row_max[i]);
                         row_sum[i] += v;
                     }
                 for (std::size_t a = 0; a < extent; ++a)
                     for (std::size_t i = 0; i < inner; ++i)
-                        if (row_sum[i] != T(0)) y[a * inner + i] /= row_sum[i];
+                        if (!(zero_masked_rows && row_max[i] == neg_inf)) y[a * inner + i] /= row_sum[i];
             }
         }
     }
@@ -117,8 +124,9 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
     const std::size_t ax = resolve_axis(axis, N, name);
     auto node = make_node<SoftmaxNode<T, N>>(x.requires_grad());
-    node->x = x;
+    node->x = node->requires_grad ? x : Var<T, N>{};
     node->log = log;
+    node->zero_masked_rows = false;
     node->name = name;
     node->split = split_at(x.shape(), ax);
     if (node->value.shape() != x.shape()) node->value.resize(x.shape());
@@ -253,8 +261,9 @@ Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
     static_assert(N >= 1, "xgrad: masked_softmax needs rank >= 1");
     (detail::validate_mask<N>(masks, x.shape()), ...);  // throws before anything is recorded
     auto node = make_node<detail::SoftmaxNode<T, N>>(x.requires_grad());
-    node->x = x;
+    node->x = node->requires_grad ? x : Var<T, N>{};
     node->log = false;
+    node->zero_masked_rows = true;
     node->name = "masked_softmax";
     node->split = detail::split_at(x.shape(), N - 1);
     if (node->value.shape() != x.shape()) node->value.resize(x.shape());
