@@ -2,6 +2,7 @@
 // Same seed, same sequence, on every platform: uniform() is built from the raw engine bits, not
 // from std:: distributions (whose output is implementation-defined).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <random>
 
@@ -22,6 +23,14 @@ public:
 
     // A uniform double in [0, 1) with 53 random bits.
     double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+    // A uniform double in [lo, hi).
+    double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+    // A standard normal double (Box-Muller on two uniforms; portable, unlike std::normal_distribution).
+    double normal() {
+        const double u1 = 1.0 - uniform();  // (0, 1]
+        const double u2 = uniform();
+        return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
     // The underlying engine, for std:: distributions.
     std::mt19937_64& engine() { return engine_; }
 

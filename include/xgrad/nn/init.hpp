@@ -1,0 +1,58 @@
+// Parameter initializers, as torch.nn.init (in place on a parameter's value, drawing from a
+// seeded Generator so a run is reproducible).
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/core/var.hpp"
+
+namespace xgrad::init {
+
+// fan_in, fan_out as torch: a (out, in, k...) tensor has fan_in = in·k..., fan_out = out·k...
+template <Real T, std::size_t N>
+std::pair<double, double> fans(const Var<T, N>& p) {
+    static_assert(N >= 1, "xgrad: fan computation needs rank >= 1");
+    if constexpr (N == 1) {
+        return {double(p.shape(0)), double(p.shape(0))};
+    } else {
+        double receptive = 1;
+        for (std::size_t k = 2; k < N; ++k) receptive *= double(p.shape(k));
+        return {double(p.shape(1)) * receptive, double(p.shape(0)) * receptive};
+    }
+}
+
+template <Real T, std::size_t N>
+void uniform_(Var<T, N>& p, double lo, double hi, Generator& gen) {
+    for (auto& v : p.value()) v = T(gen.uniform(lo, hi));
+}
+template <Real T, std::size_t N>
+void normal_(Var<T, N>& p, double mean, double std, Generator& gen) {
+    for (auto& v : p.value()) v = T(mean + std * gen.normal());
+}
+template <Real T, std::size_t N>
+void constant_(Var<T, N>& p, double value) {
+    p.value().fill(T(value));
+}
+// U(-b, b), b = gain · sqrt(6 / (fan_in + fan_out))
+template <Real T, std::size_t N>
+void xavier_uniform_(Var<T, N>& p, Generator& gen, double gain = 1) {
+    const auto [in, out] = fans(p);
+    const double b = gain * std::sqrt(6.0 / (in + out));
+    uniform_(p, -b, b, gen);
+}
+// N(0, s²), s = gain · sqrt(2 / (fan_in + fan_out))
+template <Real T, std::size_t N>
+void xavier_normal_(Var<T, N>& p, Generator& gen, double gain = 1) {
+    const auto [in, out] = fans(p);
+    normal_(p, 0, gain * std::sqrt(2.0 / (in + out)), gen);
+}
+// torch's kaiming_uniform_(a, mode='fan_in', nonlinearity='leaky_relu'): b = sqrt(6 / ((1 + a²) fan_in)).
+// nn.Linear uses a = sqrt(5), which gives b = 1 / sqrt(fan_in).
+template <Real T, std::size_t N>
+void kaiming_uniform_(Var<T, N>& p, double a, Generator& gen) {
+    const double b = std::sqrt(6.0 / ((1 + a * a) * fans(p).first));
+    uniform_(p, -b, b, gen);
+}
+
+}  // namespace xgrad::init
