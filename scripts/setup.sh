@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # Compiler, build system and the libraries xgrad is written against (README: "Packages").
 XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev libboost-dev
-  doctest-dev libcli11-dev libfmt-dev"
+  doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev"
 
 missing=""
 for pkg in $XGRAD_PACKAGES; do
