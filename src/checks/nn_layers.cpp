@@ -1,2 +1,71 @@
-// (being written)
+// Gradient checks for the embedding op and the nn layers (Embedding, LayerNorm, Dropout,
+// PositionalEncoding) composed with Linear.
+#include <cstdint>
+
 #include "checks/registry.hpp"
+#include "xgrad/nn/layers.hpp"
+#include "xgrad/nn/linear.hpp"
+
+namespace xgrad::checks {
+namespace {
+
+using Idx2 = xt::xtensor<std::int64_t, 2>;
+using Idx3 = xt::xtensor<std::int64_t, 3>;
+
+// A LayerNorm module whose parameters are the gradcheck inputs.
+template <std::size_t N>
+auto layer_norm_module(const Var<double, N>& x, const Var<double, 1>& w, const Var<double, 1>& b) {
+    nn::LayerNorm<double> ln;
+    ln.weight = w, ln.bias = b;
+    return ln(x);
+}
+
+const Register reg{{
+    {"embedding", "(4,3) by indices (2,3) with repeats",
+     [] {
+         const Idx2 idx{{0, 3, 3}, {2, 0, 3}};
+         return gradcheck([&](auto& w) { return embedding(w, idx); }, randn<2>({4, 3}, 41));
+     }},
+    {"embedding", "(5,2) by indices (2,2,2)",
+     [] {
+         const Idx3 idx{{{4, 1}, {4, 4}}, {{0, 3}, {1, 1}}};
+         return gradcheck([&](auto& w) { return embedding(w, idx); }, randn<2>({5, 2}, 42));
+     }},
+    {"LayerNorm", "module (2,3,4) affine",
+     [] {
+         return gradcheck([](auto& x, auto& w, auto& b) { return layer_norm_module(x, w, b); }, randn<3>({2, 3, 4}, 43),
+                          randn<1>({4}, 44), randn<1>({4}, 45));
+     }},
+    {"LayerNorm", "module (3,5) no affine",
+     [] {
+         nn::LayerNorm<double> ln(5, 1e-5, false);
+         return gradcheck([&](auto& x) { return ln(x); }, randn<2>({3, 5}, 46));
+     }},
+    {"PositionalEncoding+Linear", "(2,3,4) -> Linear(4,3)",
+     [] {
+         nn::PositionalEncoding<double> pe(4, 0.0, 8);
+         return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({2, 3, 4}, 47),
+                          randn<2>({3, 4}, 48), randn<1>({3}, 49));
+     }},
+    {"Embedding+PositionalEncoding+LayerNorm", "(6,4) by (2,3)",
+     [] {
+         const Idx2 idx{{5, 1, 5}, {0, 2, 1}};
+         nn::PositionalEncoding<double> pe(4, 0.0, 8);
+         return gradcheck([&](auto& table, auto& w, auto& b) { return layer_norm_module(pe(embedding(table, idx)), w, b); },
+                          randn<2>({6, 4}, 50), randn<1>({4}, 51), randn<1>({4}, 52));
+     }},
+    {"Dropout+Linear", "(3,4) p=0.4 -> Linear(4,2)",
+     [] {
+         Generator gen;
+         nn::Dropout drop(0.4, gen);
+         return gradcheck(
+             [&](auto& x, auto& w) {
+                 gen.manual_seed(7);  // the same mask on every call
+                 return linear(drop(x), w);
+             },
+             randn<2>({3, 4}, 53), randn<2>({2, 4}, 54));
+     }},
+}};
+
+}  // namespace
+}  // namespace xgrad::checks

@@ -86,6 +86,7 @@ struct ParameterRef {
     T* value = nullptr;  // contiguous, `size` elements; valid while the parameter keeps its shape
     std::size_t size = 0;
     std::function<const T*()> grad;  // nullptr when no gradient reached it since zero_grad
+    std::function<T*()> mutable_grad;  // the same buffer, writable (clipping); nullptr likewise
     std::function<void()> zero_grad;
     const Node* node = nullptr;   // identity of the parameter
 };
@@ -104,6 +105,9 @@ std::vector<ParameterRef<T>> named_parameters(M& m) {
         p.size = var.size();
         V handle = var;
         p.grad = [handle]() -> const T* { return handle.has_grad() ? handle.grad().data() : nullptr; };
+        p.mutable_grad = [handle]() -> T* {
+            return handle.has_grad() ? handle.node()->grad_buffer().data() : nullptr;
+        };
         p.zero_grad = [handle] { handle.zero_grad(); };
         p.node = var.node();
         out.push_back(std::move(p));

@@ -1,0 +1,179 @@
+// Adam and AdamW, torch 1.13's single-tensor update (torch/optim/adam.py, adamw.py), per parameter:
+//   g = maximize ? -grad : grad
+//   Adam:  g += weight_decay · p            (L2 penalty folded into the gradient)
+//   AdamW: p *= 1 − lr · weight_decay       (decoupled decay)
+//   m = β1·m + (1−β1)·g;   v = β2·v + (1−β2)·g²;   step += 1
+//   v̂ = amsgrad ? (v_max = max(v_max, v)) : v
+//   p −= lr / (1 − β1^step) · m / (sqrt(v̂) / sqrt(1 − β2^step) + eps)      (eps outside the sqrt)
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xgrad/optim/optimizer.hpp"
+
+namespace xgrad::optim {
+
+struct AdamOptions {
+    double lr = 1e-3;
+    std::pair<double, double> betas{0.9, 0.999};
+    double eps = 1e-8;
+    double weight_decay = 0;
+    bool amsgrad = false;
+    bool maximize = false;
+};
+
+// The same fields; only weight_decay's default differs (torch.optim.AdamW).
+struct AdamWOptions {
+    double lr = 1e-3;
+    std::pair<double, double> betas{0.9, 0.999};
+    double eps = 1e-8;
+    double weight_decay = 1e-2;
+    bool amsgrad = false;
+    bool maximize = false;
+};
+
+// One parameter's state, shaped like the parameter (torch's state[p]).
+template <Real T>
+struct AdamState {
+    std::int64_t step = 0;
+    xt::xarray<T> exp_avg, exp_avg_sq;
+    std::optional<xt::xarray<T>> max_exp_avg_sq;  // only with amsgrad
+};
+
+namespace detail {
+
+template <Real T, class Options, bool Decoupled>
+class AdamFamily : public Optimizer<T> {
+public:
+    using State = std::map<std::string, AdamState<T>>;  // parameter name -> state
+
+    explicit AdamFamily(std::vector<ParameterRef<T>> params, Options options = {})
+        : Optimizer<T>(std::move(params), name()), options_(options) {
+        validate();
+    }
+    template <class M>
+        requires Module<M>
+    explicit AdamFamily(M& model, Options options = {}) : AdamFamily(named_parameters<T>(model), options) {}
+
+    void step() override {
+        validate();
+        const Options& o = options_;
+        const double b1 = o.betas.first, b2 = o.betas.second;
+        for (auto& p : this->params_) {
+            const T* g = p.grad ? p.grad() : nullptr;
+            if (!g) continue;
+            AdamState<T>& s = state_for(p);
+            ++s.step;
+            const double bc1 = 1 - std::pow(b1, double(s.step)), bc2 = 1 - std::pow(b2, double(s.step));
+            const T neg_step_size = T(-(o.lr / bc1)), bc2_sqrt = T(std::sqrt(bc2)), eps = T(o.eps);
+            const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
+            const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
+            T* w = p.value;
+            T* m = s.exp_avg.data();
+            T* v = s.exp_avg_sq.data();
+            T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
+            // every array below is the parameter's (size,) flat view
+            for (std::size_t i = 0; i < p.size; ++i) {
+                T gi = o.maximize ? -g[i] : g[i];
+                if constexpr (Decoupled) w[i] *= decay;
+                else if (o.weight_decay != 0) gi = gi + wd * w[i];
+                m[i] = m[i] * beta1 + one_minus_b1 * gi;
+                v[i] = v[i] * beta2 + one_minus_b2 * gi * gi;
+                T second = v[i];
+                if (vmax) {
+                    if (!(vmax[i] >= v[i])) vmax[i] = v[i];  // torch.maximum: NaN propagates
+                    second = vmax[i];
+                }
+                const T denom = std::sqrt(second) / bc2_sqrt + eps;
+                w[i] = w[i] + neg_step_size * m[i] / denom;
+            }
+        }
+    }
+
+    double lr() const override { return options_.lr; }
+    void set_lr(double lr) override {
+        detail::check_lr(lr, name());
+        options_.lr = lr;
+    }
+    Options& options() { return options_; }
+    const Options& options() const { return options_; }
+
+    // Per-parameter state by name: only parameters that have been stepped have an entry.
+    const State& state() const { return state_; }
+    // Restores a checkpointed state(): every name must be a parameter, every buffer its shape.
+    void load_state(const State& state) {
+        for (const auto& [pname, s] : state) {
+            const auto& p = detail::state_owner(this->params_, pname, name());
+            detail::check_buffer(p, s.exp_avg, name(), "exp_avg");
+            detail::check_buffer(p, s.exp_avg_sq, name(), "exp_avg_sq");
+            if (s.max_exp_avg_sq) detail::check_buffer(p, *s.max_exp_avg_sq, name(), "max_exp_avg_sq");
+            if (s.step < 0)
+                throw value_error(std::string(name()) + ": load_state: step of \"" + pname + "\" is negative");
+        }
+        state_ = state;
+    }
+
+    static const char* name() { return Decoupled ? "AdamW" : "Adam"; }
+
+private:
+    Options options_;
+    State state_;
+
+    AdamState<T>& state_for(const ParameterRef<T>& p) {
+        auto [it, fresh] = state_.try_emplace(p.name);
+        AdamState<T>& s = it->second;
+        if (fresh) s.exp_avg = zeros_like(p), s.exp_avg_sq = zeros_like(p);
+        if (options_.amsgrad && !s.max_exp_avg_sq) s.max_exp_avg_sq = zeros_like(p);
+        if (s.exp_avg.size() != p.size)
+            throw shape_error(std::string(name()) + ": the state of \"" + p.name + "\" has shape " +
+                              shape_str(s.exp_avg.shape()) + " but the parameter now has shape " +
+                              shape_str(p.shape));
+        return s;
+    }
+
+    void validate() const {
+        const Options& o = options_;
+        const std::string op = name();
+        detail::check_lr(o.lr, name());
+        if (!(o.eps >= 0)) throw value_error(op + ": eps must be >= 0, got " + std::to_string(o.eps));
+        if (!(o.betas.first >= 0 && o.betas.first < 1))
+            throw value_error(op + ": betas.first must be in [0, 1), got " + std::to_string(o.betas.first));
+        if (!(o.betas.second >= 0 && o.betas.second < 1))
+            throw value_error(op + ": betas.second must be in [0, 1), got " + std::to_string(o.betas.second));
+        if (!(o.weight_decay >= 0))
+            throw value_error(op + ": weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+    }
+};
+
+}  // namespace detail
+
+// torch.optim.Adam (L2 weight decay added to the gradient).
+template <Real T>
+class Adam : public detail::AdamFamily<T, AdamOptions, false> {
+public:
+    using detail::AdamFamily<T, AdamOptions, false>::AdamFamily;
+};
+
+// torch.optim.AdamW (decoupled weight decay, default 1e-2).
+template <Real T>
+class AdamW : public detail::AdamFamily<T, AdamWOptions, true> {
+public:
+    using detail::AdamFamily<T, AdamWOptions, true>::AdamFamily;
+};
+
+// Adam(model, {...}) and Adam(named_parameters<T>(model), {...}) deduce T.
+template <Real T>
+Adam(std::vector<ParameterRef<T>>, AdamOptions = {}) -> Adam<T>;
+template <Module M>
+Adam(M&, AdamOptions = {}) -> Adam<detail::module_real_t<M>>;
+template <Real T>
+AdamW(std::vector<ParameterRef<T>>, AdamWOptions = {}) -> AdamW<T>;
+template <Module M>
+AdamW(M&, AdamWOptions = {}) -> AdamW<detail::module_real_t<M>>;
+
+}  // namespace xgrad::optim

@@ -1,0 +1,122 @@
+// The optimizer base: a flat list of named parameters (ParameterRef, see nn/module.hpp) that the
+// concrete optimizers update in place with plain loops over value and gradient pointers.
+// Parameters whose gradient is absent (grad() == nullptr) are skipped, as torch skips grad None.
+// Per-parameter state is keyed by the parameter's dotted name, so it can be checkpointed.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "xgrad/core/error.hpp"
+#include "xgrad/nn/module.hpp"
+
+namespace xgrad::optim {
+
+template <Real T>
+class Optimizer {
+public:
+    explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
+        std::set<std::string> names;
+        std::set<const Node*> nodes;
+        for (const auto& p : params_) {
+            if (!names.insert(p.name).second)
+                throw value_error(std::string(name) + ": parameter name \"" + p.name + "\" appears twice");
+            if (p.node && !nodes.insert(p.node).second)
+                throw value_error(std::string(name) + ": parameter \"" + p.name +
+                                  "\" is the same tensor as an earlier parameter");
+        }
+    }
+    virtual ~Optimizer() = default;
+
+    // One update of every parameter that has a gradient.
+    virtual void step() = 0;
+    virtual double lr() const = 0;
+    virtual void set_lr(double lr) = 0;
+
+    // Forgets every parameter's gradient (grad() becomes nullptr, as torch's set_to_none).
+    void zero_grad() {
+        for (auto& p : params_) p.zero_grad();
+    }
+    const std::vector<ParameterRef<T>>& parameters() const { return params_; }
+
+protected:
+    std::vector<ParameterRef<T>> params_;
+};
+
+namespace detail {
+
+// A zero-filled buffer shaped like parameter p.
+template <Real T>
+xt::xarray<T> zeros_like(const ParameterRef<T>& p) {
+    xt::xarray<T> a = xt::xarray<T>::from_shape(p.shape);
+    a.fill(T(0));
+    return a;
+}
+
+template <Real T>
+const ParameterRef<T>* find_parameter(const std::vector<ParameterRef<T>>& params, const std::string& name) {
+    for (const auto& p : params)
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+// load_state: `buffer` (named `what` for parameter p) must have p's shape.
+template <Real T>
+void check_buffer(const ParameterRef<T>& p, const xt::xarray<T>& buffer, const char* op, const char* what) {
+    if (!std::equal(buffer.shape().begin(), buffer.shape().end(), p.shape.begin(), p.shape.end()))
+        throw shape_error(std::string(op) + ": load_state: " + what + " of \"" + p.name + "\" has shape " +
+                          shape_str(buffer.shape()) + " but the parameter has shape " + shape_str(p.shape));
+}
+
+// load_state: every state entry must name a parameter of this optimizer; returns it.
+template <Real T>
+const ParameterRef<T>& state_owner(const std::vector<ParameterRef<T>>& params, const std::string& name,
+                                   const char* op) {
+    const auto* p = find_parameter(params, name);
+    if (!p) throw value_error(std::string(op) + ": load_state: no parameter named \"" + name + "\"");
+    return *p;
+}
+
+// The element type of a module's parameters (the first Var found, depth first); void if none.
+// Lets Adam(model, {...}) deduce Adam<T>.
+template <class... Ts>
+struct first_non_void {
+    using type = void;
+};
+template <class T, class... Ts>
+struct first_non_void<T, Ts...> {
+    using type = std::conditional_t<std::is_void_v<T>, typename first_non_void<Ts...>::type, T>;
+};
+template <class X>
+struct real_of {
+    using type = void;
+};
+template <Real T, std::size_t N>
+struct real_of<Var<T, N>> {
+    using type = T;
+};
+template <class X, class A>
+struct real_of<std::vector<X, A>> : real_of<X> {};
+template <class Tuple>
+struct first_real_member;
+template <class... Xs>
+struct first_real_member<hana::tuple<Xs...>> : first_non_void<typename real_of<std::remove_cvref_t<Xs>>::type...> {};
+template <Module M>
+struct real_of<M> : first_real_member<decltype(hana::members(std::declval<M>()))> {};
+template <class M>
+using module_real_t = typename real_of<std::remove_cvref_t<M>>::type;
+
+inline void check_lr(double lr, const char* op) {
+    if (!(lr >= 0)) throw value_error(std::string(op) + ": lr must be >= 0, got " + std::to_string(lr));
+}
+
+}  // namespace detail
+
+}  // namespace xgrad::optim
