@@ -1,0 +1,115 @@
+// The JSON config of `xgrad attention` (nlohmann-json), parsed into MultiheadAttentionOptions:
+//
+//   {"embed_dim": 4, "num_heads": 2, "bias": true, "add_bias_kv": false, "add_zero_attn": false,
+//    "kdim": null, "vdim": 3, "batch_first": false, "need_weights": true, "average_attn_weights": true}
+//
+// Every field is required; unknown fields, wrong JSON types and inconsistent values are io_errors
+// naming the file and the field.
+#pragma once
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "xgrad/core/error.hpp"
+#include "xgrad/nn/attention.hpp"
+
+namespace xgrad::io {
+
+struct AttentionConfig {
+    nn::MultiheadAttentionOptions mha;
+    bool need_weights = true;
+    bool average_attn_weights = true;
+};
+
+namespace detail {
+
+inline const char* const attention_config_fields[] = {"embed_dim",   "num_heads", "bias", "add_bias_kv",
+                                                      "add_zero_attn", "kdim",    "vdim", "batch_first",
+                                                      "need_weights",  "average_attn_weights"};
+
+class ConfigReader {
+public:
+    ConfigReader(const nlohmann::json& j, const std::string& source) : j_(j), src_(source) {}
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw io_error(src_ + ": field \"" + field + "\" " + what);
+    }
+    const nlohmann::json& get(const std::string& field) const {
+        const auto it = j_.find(field);
+        if (it == j_.end()) fail(field, "is missing");
+        return *it;
+    }
+    bool boolean(const std::string& field) const {
+        const auto& v = get(field);
+        if (!v.is_boolean()) fail(field, "must be true or false, got " + v.dump());
+        return v.get<bool>();
+    }
+    std::size_t positive(const std::string& field) const {
+        const auto& v = get(field);
+        if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 40))
+            fail(field, "must be a positive integer, got " + v.dump());
+        return std::size_t(v.get<long long>());
+    }
+    std::optional<std::size_t> positive_or_null(const std::string& field) const {
+        if (get(field).is_null()) return std::nullopt;
+        const auto& v = get(field);
+        if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 40))
+            fail(field, "must be a positive integer or null, got " + v.dump());
+        return std::size_t(v.get<long long>());
+    }
+
+private:
+    const nlohmann::json& j_;
+    const std::string& src_;
+};
+
+}  // namespace detail
+
+// Parses config text; `source` names it (the file) in error messages.
+inline AttentionConfig parse_attention_config(const std::string& text, const std::string& source) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw io_error(source + ": malformed JSON: " + e.what());
+    }
+    if (!j.is_object()) throw io_error(source + ": the config must be a JSON object, got " + std::string(j.type_name()));
+    for (const auto& [key, value] : j.items()) {
+        bool known = false;
+        for (const char* f : detail::attention_config_fields) known = known || key == f;
+        if (!known) throw io_error(source + ": unknown field \"" + key + "\"");
+    }
+    const detail::ConfigReader r(j, source);
+    AttentionConfig c;
+    c.mha.embed_dim = r.positive("embed_dim");
+    c.mha.num_heads = r.positive("num_heads");
+    c.mha.bias = r.boolean("bias");
+    c.mha.add_bias_kv = r.boolean("add_bias_kv");
+    c.mha.add_zero_attn = r.boolean("add_zero_attn");
+    c.mha.kdim = r.positive_or_null("kdim");
+    c.mha.vdim = r.positive_or_null("vdim");
+    c.mha.batch_first = r.boolean("batch_first");
+    c.need_weights = r.boolean("need_weights");
+    c.average_attn_weights = r.boolean("average_attn_weights");
+    if (c.mha.embed_dim % c.mha.num_heads != 0)
+        r.fail("embed_dim", "(" + std::to_string(c.mha.embed_dim) + ") must be divisible by num_heads (" +
+                                std::to_string(c.mha.num_heads) + ")");
+    return c;
+}
+
+inline AttentionConfig read_attention_config(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw io_error(path.string() + ": no such file");
+    std::ifstream in(path);
+    if (!in) throw io_error(path.string() + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw io_error(path.string() + ": read failed");
+    return parse_attention_config(text.str(), path.string());
+}
+
+}  // namespace xgrad::io
