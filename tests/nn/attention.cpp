@@ -1,2 +1,375 @@
-// (being written)
+// scaled_dot_product_attention and nn::MultiheadAttention: whole-module gradchecks (inputs and
+// every parameter, full Jacobian) over every flag combination and mask kind, initialization,
+// dropout, errors, SDPA's mask types. Values (PyTorch parity and by hand): attention_parity.cpp.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
+#include <xtensor/xadapt.hpp>
+
+#include "xgrad/nn/attention.hpp"
+#include "xgrad/xgrad.hpp"
+
+using namespace xgrad;
+using Mha = nn::MultiheadAttention<double>;
+using Mask = nn::AttentionMask<double>;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+// ---- gradcheck w.r.t. the parameters: they all become slices of one flat input ----
+
+template <class M>
+xt::xtensor<double, 1> flatten_parameters(const M& m) {
+    std::vector<double> flat;
+    for_each_parameter(m, [&](const std::string&, const auto& p) { flat.insert(flat.end(), p.value().begin(), p.value().end()); });
+    return xt::adapt(flat, std::array<std::size_t, 1>{flat.size()});
+}
+// A copy of m whose parameters are reshaped slices of `flat` (for_each_parameter order).
+template <class M>
+M with_flat_parameters(const M& m, const Var<double, 1>& flat) {
+    M copy = m;
+    long offset = 0;
+    for_each_parameter(copy, [&](const std::string&, auto& p) {
+        constexpr std::size_t R = std::remove_cvref_t<decltype(p)>::rank;
+        std::array<long, R> shape;
+        for (std::size_t k = 0; k < R; ++k) shape[k] = long(p.shape(k));
+        const long n = long(p.size());
+        p = reshape<R>(slice(flat, 0, offset, offset + n), shape);
+        offset += n;
+    });
+    return copy;
+}
+
+template <class Var_>
+Var<double, 1> flat(const Var_& v) {
+    return reshape<1>(v, {-1});
+}
+
+// Full-Jacobian gradcheck of output (and attention weights) w.r.t. query, key, value and every parameter.
+template <std::size_t N>
+GradcheckResult check_module(const Mha& m, const xt::xtensor<double, N>& q, const xt::xtensor<double, N>& k,
+                             const xt::xtensor<double, N>& v, const nn::MhaForwardOptions<double>& fo,
+                             Generator* reseed = nullptr) {
+    GradcheckOptions opt;
+    opt.mode = GradcheckOptions::Mode::full;
+    return gradcheck(
+        [&](const auto& query, const auto& key, const auto& value, const auto& params) {
+            if (reseed) reseed->manual_seed(7);  // the same dropout mask on every evaluation
+            const auto r = with_flat_parameters(m, params).forward(query, key, value, fo);
+            std::vector<Var<double, 1>> parts{flat(r.output)};
+            if (r.attn_weights) parts.push_back(flat(r.attn_weights));
+            if (r.attn_weights_per_head) parts.push_back(flat(r.attn_weights_per_head));
+            return concat(parts, 0);
+        },
+        q, k, v, flatten_parameters(m), opt);
+}
+
+// ---- the flag combinations ----
+
+struct Flags {
+    bool bias, add_bias_kv, add_zero_attn, kvdim, batch_first, batched;
+    std::string str() const {
+        return std::string("bias=") + (bias ? "1" : "0") + " bias_kv=" + (add_bias_kv ? "1" : "0") +
+               " zero_attn=" + (add_zero_attn ? "1" : "0") + " kvdim=" + (kvdim ? "1" : "0") +
+               " batch_first=" + (batch_first ? "1" : "0") + " batched=" + (batched ? "1" : "0");
+    }
+};
+std::vector<Flags> all_flags() {
+    std::vector<Flags> out;
+    for (int i = 0; i < 64; ++i)
+        out.push_back({bool(i & 1), bool(i & 2), bool(i & 4), bool(i & 8), bool(i & 16), bool(i & 32)});
+    return out;
+}
+
+template <std::size_t R>
+void randomize(Var<double, R>& p, unsigned seed) {
+    std::array<std::size_t, R> shape;
+    std::copy(p.shape().begin(), p.shape().end(), shape.begin());
+    p.value() = 0.5 * randn<R>(shape, seed);
+}
+
+constexpr std::size_t E = 4, H = 2, L = 3, NB = 2;  // embed_dim, heads, query length, batch
+
+Mha make_module(const Flags& f, double dropout = 0) {
+    nn::MultiheadAttentionOptions o;
+    o.embed_dim = E, o.num_heads = H, o.dropout = dropout, o.bias = f.bias;
+    o.add_bias_kv = f.add_bias_kv, o.add_zero_attn = f.add_zero_attn, o.batch_first = f.batch_first;
+    if (f.kvdim) o.kdim = 3, o.vdim = 5;
+    Generator gen(11);
+    Mha m(o, gen);
+    // torch's init zeroes the biases; random values exercise their gradients better
+    unsigned seed = 100;
+    for_each_parameter(m, [&](const std::string&, auto& p) { randomize(p, seed++); });
+    return m;
+}
+
+// Random bool (true = ignore, ~35%; fully masked rows happen and give zero gradient) and float (normal, ~20% -inf) masks of any shape.
+xt::xarray<bool> random_bool(std::vector<std::size_t> shape, unsigned seed) {
+    std::mt19937_64 rng(seed);
+    xt::xarray<bool> m(shape);
+    for (auto& x : m) x = rng() % 100 < 35;
+    m.data()[0] = false;  // never every key of the first query: then some gradient reaches each input
+    return m;
+}
+xt::xarray<double> random_float(std::vector<std::size_t> shape, unsigned seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> d;
+    xt::xarray<double> m(shape);
+    for (auto& x : m) x = rng() % 100 < 20 ? -inf : d(rng);
+    return m;
+}
+
+enum class Masks { none, kpm_bool, kpm_float, attn2_bool, attn2_float, attn3_bool, attn3_float, causal, mixed, valid_lens };
+
+nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t S, unsigned seed) {
+    nn::MhaForwardOptions<double> fo;
+    const std::size_t n = f.batched ? NB : 1;
+    const auto kpm = f.batched ? std::vector<std::size_t>{NB, S} : std::vector<std::size_t>{S};
+    switch (kind) {
+        case Masks::none: break;
+        case Masks::kpm_bool: fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed)); break;
+        case Masks::kpm_float: fo.key_padding_mask = Mask::from_float(random_float(kpm, seed)); break;
+        case Masks::attn2_bool: fo.attn_mask = Mask::from_bool(random_bool({L, S}, seed)); break;
+        case Masks::attn2_float: fo.attn_mask = Mask::from_float(random_float({L, S}, seed)); break;
+        case Masks::attn3_bool: fo.attn_mask = Mask::from_bool(random_bool({n * H, L, S}, seed)); break;
+        case Masks::attn3_float: fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed)); break;
+        case Masks::causal: fo.is_causal = true; break;
+        case Masks::mixed:  // bool key padding + float 3-D attn_mask, per-head weights
+            fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed));
+            fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed + 1));
+            fo.average_attn_weights = false;
+            break;
+        case Masks::valid_lens: {  // per query, with a float key padding mask; no weights returned
+            xt::xarray<std::int64_t> lens = f.batched ? xt::xarray<std::int64_t>{{1, 2, 0}, {2, 0, 1}}
+                                                      : xt::xarray<std::int64_t>{2, 1, 0};
+            fo.valid_lens = lens;
+            fo.key_padding_mask = Mask::from_float(random_float(kpm, seed));
+            fo.need_weights = false;
+            break;
+        }
+    }
+    return fo;
+}
+
+// Runs the whole-module gradcheck for every flag combination with each mask kind in `kinds`.
+void check_all_combinations(const std::vector<Masks>& kinds) {
+    unsigned seed = 1;
+    for (const auto& f : all_flags())
+        for (auto kind : kinds) {
+            const std::size_t S = 2 + seed % 2, kd = f.kvdim ? 3 : E, vd = f.kvdim ? 5 : E;
+            const Mha m = make_module(f);
+            const auto fo = make_masks(kind, f, S, seed);
+            INFO(f.str() << " masks=" << int(kind) << " S=" << S);
+            GradcheckResult r;
+            if (f.batched) {
+                auto shape = [&](std::size_t len, std::size_t d) {
+                    return f.batch_first ? std::array<std::size_t, 3>{NB, len, d} : std::array<std::size_t, 3>{len, NB, d};
+                };
+                r = check_module<3>(m, randn<3>(shape(L, E), seed), randn<3>(shape(S, kd), seed + 1),
+                                    randn<3>(shape(S, vd), seed + 2), fo);
+            } else {
+                r = check_module<2>(m, randn<2>({L, E}, seed), randn<2>({S, kd}, seed + 1), randn<2>({S, vd}, seed + 2),
+                                    fo);
+            }
+            INFO(r.report());
+            CHECK(r.passed);
+            ++seed;
+        }
+}
+
+template <class A>
+bool all_finite(const A& a) {
+    return std::all_of(a.begin(), a.end(), [](double x) { return std::isfinite(x); });
+}
+
+}  // namespace
+
+// ---- whole-module gradchecks ----
+
+TEST_CASE("MultiheadAttention gradcheck: every flag combination, no mask and key_padding_mask (bool, float)") {
+    check_all_combinations({Masks::none, Masks::kpm_bool, Masks::kpm_float});
+}
+TEST_CASE("MultiheadAttention gradcheck: every flag combination, attn_mask 2-D / 3-D, bool / float") {
+    check_all_combinations({Masks::attn2_bool, Masks::attn2_float, Masks::attn3_bool, Masks::attn3_float});
+}
+TEST_CASE("MultiheadAttention gradcheck: every flag combination, is_causal, mixed masks, valid_lens") {
+    check_all_combinations({Masks::causal, Masks::mixed, Masks::valid_lens});
+}
+
+TEST_CASE("MultiheadAttention gradcheck with dropout (training, reseeded generator)") {
+    for (bool batched : {true, false}) {
+        const Flags f{true, true, false, false, false, batched};
+        Mha m = make_module(f, 0.3);
+        Generator g;
+        m.dropout_generator = &g;
+        const auto fo = make_masks(Masks::kpm_bool, f, 3, 5);
+        const auto r = batched ? check_module<3>(m, randn<3>({L, NB, E}, 1), randn<3>({3, NB, E}, 2),
+                                                 randn<3>({3, NB, E}, 3), fo, &g)
+                               : check_module<2>(m, randn<2>({L, E}, 1), randn<2>({3, E}, 2), randn<2>({3, E}, 3), fo, &g);
+        INFO(r.report());
+        CHECK(r.passed);
+    }
+}
+
+TEST_CASE("MultiheadAttention initialization, parameter names and shapes as torch") {
+    Generator g(5);
+    Mha m({.embed_dim = 8, .num_heads = 2, .add_bias_kv = true}, g);
+    std::vector<std::string> names;
+    for (const auto& p : named_parameters<double>(m)) names.push_back(p.name + shape_str(p.shape));
+    CHECK(names == std::vector<std::string>{"in_proj_weight(24, 8)", "in_proj_bias(24,)", "bias_k(1, 1, 8)",
+                                            "bias_v(1, 1, 8)", "out_proj.weight(8, 8)", "out_proj.bias(8,)"});
+    CHECK(xt::all(xt::equal(m.in_proj_bias.value(), 0.0)));
+    CHECK(xt::all(xt::equal(m.out_proj.bias.value(), 0.0)));
+    CHECK(xt::amax(xt::abs(m.in_proj_weight.value()))() <= std::sqrt(6.0 / (8 + 24)));  // xavier_uniform
+    CHECK(xt::amax(xt::abs(m.out_proj.weight.value()))() <= 1 / std::sqrt(8.0));          // Linear's kaiming
+    CHECK(xt::amax(xt::abs(m.bias_k.value()))() > 0);                                      // xavier_normal
+
+    Mha s({.embed_dim = 4, .num_heads = 1, .bias = false, .kdim = 3, .vdim = 6}, g);
+    names.clear();
+    for (const auto& p : named_parameters<double>(s)) names.push_back(p.name + shape_str(p.shape));
+    CHECK(names == std::vector<std::string>{"q_proj_weight(4, 4)", "k_proj_weight(4, 3)", "v_proj_weight(4, 6)",
+                                            "out_proj.weight(4, 4)"});
+    CHECK(xt::amax(xt::abs(s.v_proj_weight.value()))() <= std::sqrt(6.0 / (4 + 6)));
+}
+
+TEST_CASE("MultiheadAttention dropout: deterministic with the Generator, off in eval") {
+    Generator init(1), drop(9);
+    Mha m({.embed_dim = 4, .num_heads = 2, .dropout = 0.5}, init);
+    m.dropout_generator = &drop;
+    const auto x = constant(randn<3>({3, 2, 4}, 1));
+    nn::MhaForwardOptions<double> per_head{.average_attn_weights = false};
+    drop.manual_seed(9);
+    const auto w1 = m.forward(x, x, x, per_head).attn_weights_per_head.value();
+    drop.manual_seed(9);
+    const auto w2 = m.forward(x, x, x, per_head).attn_weights_per_head.value();
+    CHECK(w1 == w2);
+    CHECK(xt::any(xt::equal(w1, 0.0)));
+    CHECK(xt::any(xt::greater(w1, 1.0 / 0.5 * 0.26)));  // kept weights are scaled by 1/(1-p)
+    m.dropout_generator = nullptr;
+    CHECK_THROWS_AS(m.forward(x, x, x), value_error);
+    eval(m);
+    const auto w3 = m.forward(x, x, x, per_head).attn_weights_per_head.value();
+    CHECK(xt::allclose(xt::sum(w3, {3}), 1.0));
+}
+
+TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") {
+    Generator g;
+    auto msg_of = [](auto&& f) {
+        try {
+            f();
+        } catch (const xgrad::error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    };
+    CHECK_THROWS_AS(Mha({.embed_dim = 6, .num_heads = 4}, g), value_error);
+    CHECK_THROWS_AS(Mha({.embed_dim = 0, .num_heads = 1}, g), value_error);
+    CHECK_THROWS_AS(Mha({.embed_dim = 4, .num_heads = 2, .kdim = 0}, g), value_error);
+    CHECK_THROWS_AS(Mha({.embed_dim = 4, .num_heads = 2, .dropout = 1.5}, g), value_error);
+    const auto x0 = constant(randn<2>({3, 4}));
+    CHECK_THROWS_AS(Mha().forward(x0, x0, x0), value_error);
+
+    Mha m({.embed_dim = 4, .num_heads = 2, .kdim = 3}, g);
+    const auto q = constant(randn<3>({3, 2, 4})), k = constant(randn<3>({5, 2, 3})), v = constant(randn<3>({5, 2, 4}));
+    CHECK_NOTHROW(m.forward(q, k, v));
+    CHECK_THROWS_AS(m.forward(constant(randn<3>({3, 2, 5})), k, v), shape_error);
+    CHECK(msg_of([&] { m.forward(q, v, v); }) ==
+          "MultiheadAttention: key has shape (5, 2, 4) but its last dim must be kdim = 3");
+    CHECK_THROWS_AS(m.forward(q, k, constant(randn<3>({4, 2, 4}))), shape_error);  // S differs
+    CHECK_THROWS_AS(m.forward(q, constant(randn<3>({5, 3, 3})), constant(randn<3>({5, 3, 4}))), shape_error);  // N
+
+    nn::MhaForwardOptions<double> fo;
+    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 4})));
+    CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
+          "MultiheadAttention: key_padding_mask (bool) has shape (2, 4) but expected (2, 5) (N, S) for query (3, 2, 4) "
+          "and key (5, 2, 3)");
+    fo = {};
+    fo.attn_mask = Mask::from_float(xt::xarray<double>(xt::zeros<double>({2, 3, 5})));
+    CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
+          "MultiheadAttention: attn_mask (float) has shape (2, 3, 5) but expected (3, 5) (L, S) or (4, 3, 5) "
+          "(N*num_heads, L, S) for query (3, 2, 4) and key (5, 2, 3)");
+    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
+    CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
+    fo = {};
+    fo.valid_lens = xt::xarray<std::int64_t>{1, 2, 3};
+    CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
+    fo.valid_lens = xt::xarray<std::int64_t>{1, -2};
+    CHECK_THROWS_AS(m.forward(q, k, v, fo), value_error);
+    // unbatched: key_padding_mask (S), 3-D attn_mask (num_heads, L, S)
+    const auto q2 = constant(randn<2>({3, 4})), k2 = constant(randn<2>({5, 3})), v2 = constant(randn<2>({5, 4}));
+    fo = {};
+    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({1, 5})));
+    CHECK_THROWS_AS(m.forward(q2, k2, v2, fo), shape_error);
+    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5})));
+    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 3, 5})));
+    CHECK_NOTHROW(m.forward(q2, k2, v2, fo));
+}
+
+// ---- scaled_dot_product_attention ----
+
+TEST_CASE("scaled_dot_product_attention: mask types, causal, scale, fully masked rows") {
+    const auto q = parameter(xt::xtensor<double, 3>{{{0, 0}, {1, 0}}});  // (B=1, L=2, E=2)
+    const auto k = parameter(xt::xtensor<double, 3>{{{1, 0}, {0, 1}, {2, 0}}});
+    const auto v = parameter(xt::xtensor<double, 3>{{{1, 2}, {3, 4}, {5, 6}}});
+    // keep_mask (SDPA's bool meaning: true = attend) and ignore_mask (MHA's) of the same positions agree
+    const xt::xtensor<bool, 2> keep{{true, true, false}, {false, false, false}};
+    auto y = scaled_dot_product_attention(q, k, v, keep_mask(keep));
+    const auto y_ignore = scaled_dot_product_attention(q, k, v, ignore_mask(!keep));
+    CHECK(y.value() == y_ignore.value());
+    CHECK(y.value()(0, 0, 0) == doctest::Approx(2.0));  // a zero query: mean of values 0, 1
+    CHECK(y.value()(0, 1, 0) == 0.0);                    // fully masked row: zeros, not NaN
+    backward(y, xt::xtensor<double, 3>(xt::ones<double>({1, 2, 2})));
+    CHECK(all_finite(q.grad()));
+    CHECK(q.grad()(0, 1, 0) == 0.0);
+
+    // query 1 scores k with scale 1: (1, 0, 2); causal keeps keys 0, 1
+    const auto w = scaled_dot_product_attention_with_weights(q, k, v, no_mask, 0.0, true, 1.0).weights.value();
+    const double e = std::exp(1.0);
+    CHECK(w(0, 1, 0) == doctest::Approx(e / (e + 1)));
+    CHECK(w(0, 0, 1) == 0.0);
+    // additive mask and valid_lens
+    const auto a = scaled_dot_product_attention(q, k, v, additive_mask(xt::xtensor<double, 1>{0, std::log(3.0), -inf}));
+    CHECK(a.value()(0, 0, 1) == doctest::Approx(0.25 * 2 + 0.75 * 4));
+    const auto vl = scaled_dot_product_attention(q, k, v, valid_lens(xt::xtensor<std::int64_t, 1>{1}));
+    CHECK(vl.value()(0, 1, 1) == doctest::Approx(2.0));
+}
+
+TEST_CASE("scaled_dot_product_attention gradcheck (rank 3 and 4, each mask type) and errors") {
+    auto check = [](auto f, const auto&... x) {
+        const auto r = gradcheck(f, x...);
+        INFO(r.report());
+        CHECK(r.passed);
+    };
+    const auto q = randn<4>({2, 2, 3, 4}, 1), k = randn<4>({2, 2, 5, 4}, 2), v = randn<4>({2, 2, 5, 3}, 3);
+    check([](const auto& a, const auto& b, const auto& c) { return scaled_dot_product_attention(a, b, c); }, q, k, v);
+    const xt::xtensor<bool, 4> keep = xt::xtensor<bool, 4>(randn<4>({2, 1, 3, 5}, 4) > -0.5);
+    check([&](const auto& a, const auto& b, const auto& c) { return scaled_dot_product_attention(a, b, c, keep_mask(keep)); },
+          q, k, v);
+    check([](const auto& a, const auto& b, const auto& c) {
+        return scaled_dot_product_attention(a, b, c, additive_mask(randn<2>({3, 5}, 5)), 0.0, true, 0.7);
+    }, q, k, v);
+    check([](const auto& a, const auto& b, const auto& c) {
+        return scaled_dot_product_attention(a, b, c, valid_lens(xt::xtensor<std::int64_t, 1>{2, 5}));
+    }, randn<3>({2, 3, 4}, 6), randn<3>({2, 5, 4}, 7), randn<3>({2, 5, 2}, 8));
+    Generator g;
+    check([&](const auto& a, const auto& b, const auto& c) {
+        g.manual_seed(3);
+        return scaled_dot_product_attention(a, b, c, no_mask, 0.4, false, std::nullopt, &g);
+    }, randn<3>({2, 3, 4}, 6), randn<3>({2, 5, 4}, 7), randn<3>({2, 5, 2}, 8));
+
+    const auto cq = constant(q), ck = constant(k), cv = constant(v);
+    CHECK_THROWS_AS(scaled_dot_product_attention(cq, cv, cv), shape_error);  // E differs
+    CHECK_THROWS_AS(scaled_dot_product_attention(cq, ck, constant(randn<4>({2, 2, 4, 3}))), shape_error);  // S
+    CHECK_THROWS_AS(scaled_dot_product_attention(cq, constant(randn<4>({2, 3, 5, 4})), cv), shape_error);  // leading
+    CHECK_THROWS_AS(scaled_dot_product_attention(cq, ck, cv, no_mask, 0.5), value_error);  // dropout needs gen
+    CHECK_THROWS_AS(scaled_dot_product_attention(cq, ck, cv, keep_mask(xt::xtensor<bool, 2>(xt::ones<bool>({3, 4})))),
+                    shape_error);
+}

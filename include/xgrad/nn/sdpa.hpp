@@ -1,0 +1,114 @@
+// Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention), composed from
+// tape ops, so it is differentiable w.r.t. q, k and v:
+//
+//   weights = dropout(masked_softmax(q·kᵀ · scale, mask [, causal]))      (..., L, S)
+//   output  = weights · v                                                  (..., L, Ev)
+//
+// The mask's TYPE says what its entries mean (mask.hpp): keep_mask(m) is SDPA's bool attn_mask
+// (true = attend), ignore_mask(m) is MHA's (true = ignore), additive_mask(b) is a float attn_mask,
+// valid_lens(v) is d2l's. A fully masked row gives zero weights, zero output and zero gradient
+// (PyTorch gives NaN).
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/ops/dropout.hpp"
+#include "xgrad/ops/elementwise.hpp"
+#include "xgrad/ops/linalg.hpp"
+#include "xgrad/ops/mask.hpp"
+#include "xgrad/ops/shape.hpp"
+#include "xgrad/ops/softmax.hpp"
+
+namespace xgrad {
+
+// "No mask" for scaled_dot_product_attention(q, k, v, no_mask, dropout_p, ...).
+struct no_mask_t {};
+inline constexpr no_mask_t no_mask{};
+
+template <Real T, std::size_t N>
+struct SdpaResult {
+    Var<T, N> output;   // (..., L, Ev)
+    Var<T, N> weights;  // (..., L, S), after dropout (what torch's MHA returns)
+};
+
+namespace detail {
+
+// Shared by scaled_dot_product_attention and MultiheadAttention: `masks` are any SoftmaxMasks
+// (all of them apply); `op` names the caller in errors.
+template <Real T, std::size_t N, SoftmaxMask... Masks>
+SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, double dropout_p,
+                      std::optional<double> scale, Generator* gen, const char* op, const Masks&... masks) {
+    static_assert(N >= 2, "xgrad: scaled_dot_product_attention needs q, k, v of rank >= 2 (..., L, E)");
+    const auto &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
+    const std::string who = op;
+    if (sq[N - 1] != sk[N - 1])
+        throw shape_error(who + ": q and k need the same last dim E: q " + shape_str(sq) + " and k " + shape_str(sk));
+    if (sk[N - 2] != sv[N - 2])
+        throw shape_error(who + ": k and v need the same sequence length S: k " + shape_str(sk) + " and v " +
+                          shape_str(sv));
+    for (std::size_t d = 0; d + 2 < N; ++d)
+        if (sq[d] != sk[d] || sq[d] != sv[d])
+            throw shape_error(who + ": q, k and v need the same leading dims: q " + shape_str(sq) + ", k " +
+                              shape_str(sk) + " and v " + shape_str(sv));
+    if (!(dropout_p >= 0 && dropout_p <= 1))
+        throw value_error(who + ": dropout_p must be in [0, 1], got " + std::to_string(dropout_p));
+    if (dropout_p > 0 && !gen) throw value_error(who + ": dropout_p > 0 needs a Generator");
+    const double s = scale ? *scale : 1.0 / std::sqrt(double(sq[N - 1]));
+
+    // scores (..., L, S) = (q (..., L, E) · scale) · kᵀ (..., E, S)
+    Var<T, N> qs = q * T(s);
+    Var<T, N> scores = matmul(qs, transpose(k, -2, -1));
+    Var<T, N> w;
+    if constexpr (sizeof...(Masks) == 0)
+        w = softmax(scores, -1);
+    else
+        w = masked_softmax(scores, masks...);
+    if (dropout_p > 0) w = dropout(w, dropout_p, true, *gen);
+    // output (..., L, Ev) = weights (..., L, S) · v (..., S, Ev)
+    return {matmul(w, v), w};
+}
+
+}  // namespace detail
+
+// scaled_dot_product_attention(q (..., L, E), k (..., S, E), v (..., S, Ev)) -> (..., L, Ev), with
+// torch's argument order: mask (no_mask or a SoftmaxMask), dropout_p (needs gen when > 0; applied
+// on every call: pass 0 in eval), is_causal (the (L, S) top-left causal mask; combines with `mask`:
+// a position masked by either is masked), scale (default 1/√E). Leading dims of q, k, v must be equal.
+template <Real T, std::size_t N>
+Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v,
+                                       no_mask_t = no_mask, double dropout_p = 0, bool is_causal = false,
+                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
+    const char* op = "scaled_dot_product_attention";
+    return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, causal).output
+                     : detail::sdpa(q, k, v, dropout_p, scale, gen, op).output;
+}
+template <Real T, std::size_t N, SoftmaxMask M>
+Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, const M& mask,
+                                       double dropout_p = 0, bool is_causal = false,
+                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
+    const char* op = "scaled_dot_product_attention";
+    return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask, causal).output
+                     : detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask).output;
+}
+
+// The same, also returning the attention weights (..., L, S) (after dropout).
+template <Real T, std::size_t N, class M = no_mask_t>
+    requires(SoftmaxMask<M> || std::same_as<M, no_mask_t>)
+SdpaResult<T, N> scaled_dot_product_attention_with_weights(const Var<T, N>& q, const Var<T, N>& k,
+                                                           const Var<T, N>& v, const M& mask = {},
+                                                           double dropout_p = 0, bool is_causal = false,
+                                                           std::optional<double> scale = std::nullopt,
+                                                           Generator* gen = nullptr) {
+    const char* op = "scaled_dot_product_attention";
+    if constexpr (std::same_as<M, no_mask_t>)
+        return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, causal)
+                         : detail::sdpa(q, k, v, dropout_p, scale, gen, op);
+    else
+        return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask, causal)
+                         : detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask);
+}
+
+}  // namespace xgrad
