@@ -93,6 +93,7 @@ void add_train_mlp_command(CLI::App& app) {
     mlp->add_option("--seed", o.seed, "random seed");
     mlp->add_option("--log-every", o.log_every, "print the loss every N steps")->check(CLI::PositiveNumber);
     mlp->callback([] { selected_action() = [] { return train_mlp(o); }; });
+    add_train_copy_command(*train);
 }
 
 }  // namespace xgrad::cli

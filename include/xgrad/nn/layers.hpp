@@ -31,7 +31,7 @@ struct Embedding {
         if (num_embeddings == 0 || embedding_dim == 0)
             throw value_error("Embedding: num_embeddings and embedding_dim must be positive, got " +
                               std::to_string(num_embeddings) + " and " + std::to_string(embedding_dim));
-        if (const auto p = detail::resolve_padding(padding, num_embeddings, "Embedding")) padding_idx = long(*p);
+        if (const auto p = xgrad::detail::resolve_padding(padding, num_embeddings, "Embedding")) padding_idx = long(*p);
         weight = parameter(xt::xtensor<T, 2>::from_shape({num_embeddings, embedding_dim}));
         init::normal_(weight, 0, 1, gen);
         if (padding_idx)

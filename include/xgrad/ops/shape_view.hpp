@@ -7,6 +7,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -32,14 +33,19 @@ std::array<std::size_t, max_view_rank> contiguous_strides(const S& shape) {
     return s;
 }
 
-// Product of the extents, or false when it does not fit in size_t (a zero extent makes it 0).
+// Product of the extents, or false when the product of the nonzero extents times 16 bytes does not
+// fit in ptrdiff_t: xtensor's signed strides must not overflow, even for an empty tensor (as numpy).
 template <class S>
 bool checked_numel(const S& shape, std::size_t& out) {
-    std::size_t n = 1;
+    std::size_t nonzero = 16;
     bool overflow = false, empty = false;
-    for (std::size_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n), empty |= d == 0;
-    out = empty ? 0 : n;
-    return empty || !overflow;
+    for (std::size_t d : shape) {
+        if (d == 0) empty = true;
+        else overflow |= __builtin_mul_overflow(nonzero, d, &nonzero);
+    }
+    overflow |= nonzero > std::size_t(PTRDIFF_MAX);
+    out = empty ? 0 : nonzero / 16;
+    return !overflow;
 }
 
 // Where each output element is read from (see the header comment).

@@ -1,0 +1,71 @@
+// The copy task and its model: a random token sequence, a separator, then the same sequence.
+//   tokens  a1 a2 .. an SEP a1 .. a(n-1)        (length 2n, the model input)
+//   targets                 a1 a2 .. an         (predicted at positions n .. 2n-1)
+// Under a causal mask, position n+k must fetch a(k+1) from position k: every answer travels
+// through attention (a fixed offset of -n), not through the embedding of its own position.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "xgrad/xgrad.hpp"
+
+namespace xgrad::copy_task {
+
+struct Batch {
+    xt::xtensor<std::int64_t, 2> tokens;   // (B, 2n)
+    xt::xtensor<std::int64_t, 1> targets;  // (B·n): the second half, flattened
+};
+
+// Tokens are drawn from [0, vocab); the separator is token `vocab`.
+inline Batch make_batch(std::size_t batch, std::size_t n, std::size_t vocab, Generator& gen) {
+    Batch b{xt::xtensor<std::int64_t, 2>::from_shape({batch, 2 * n}), xt::xtensor<std::int64_t, 1>::from_shape({batch * n})};
+    for (std::size_t i = 0; i < batch; ++i) {
+        for (std::size_t k = 0; k < n; ++k) {
+            const auto t = static_cast<std::int64_t>(gen.uniform() * double(vocab));
+            b.tokens(i, k) = t;
+            if (k + 1 < n) b.tokens(i, n + 1 + k) = t;
+            b.targets(i * n + k) = t;
+        }
+        b.tokens(i, n) = std::int64_t(vocab);
+    }
+    return b;
+}
+
+struct ModelOptions {
+    std::size_t vocab = 10, seq = 8, embed = 32, heads = 4;
+    bool causal = true;
+};
+
+// embedding (scaled by √E) + sinusoidal positions -> causal self-attention with a residual and
+// LayerNorm -> linear head over the vocabulary.
+template <Real T>
+struct Model {
+    BOOST_HANA_DEFINE_STRUCT(Model, (nn::Embedding<T>, embed), (nn::PositionalEncoding<T>, pos),
+                             (nn::MultiheadAttention<T>, attn), (nn::LayerNorm<T>, norm), (nn::Linear<T>, head));
+    ModelOptions options;
+
+    Model(const ModelOptions& o, Generator& gen)
+        : embed(o.vocab + 1, o.embed, gen),
+          pos(o.embed, 0.0, 2 * o.seq + 1),
+          attn(nn::MultiheadAttentionOptions{.embed_dim = o.embed, .num_heads = o.heads, .batch_first = true}, gen),
+          norm(o.embed),
+          head(o.embed, o.vocab, gen),
+          options(o) {}
+
+    // tokens (B, 2n) -> logits (B·n, vocab) for the second half
+    Var<T, 2> operator()(const xt::xtensor<std::int64_t, 2>& tokens, bool need_weights = false,
+                         Var<T, 3>* weights = nullptr) const {
+        const std::size_t batch = tokens.shape(0), n = tokens.shape(1) / 2;
+        Var<T, 3> x = pos(eval(embed(tokens) * std::sqrt(double(options.embed))));
+        nn::MhaForwardOptions<T> fo;
+        fo.need_weights = need_weights;
+        fo.is_causal = options.causal;
+        auto attended = attn.forward(x, x, x, fo);
+        if (weights) *weights = attended.attn_weights;
+        Var<T, 3> h = norm(eval(x + attended.output));
+        Var<T, 3> second_half = slice(h, 1, long(n), long(2 * n));
+        return head(reshape<2>(second_half, {long(batch * n), long(options.embed)}));
+    }
+};
+
+}  // namespace xgrad::copy_task
