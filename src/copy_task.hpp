@@ -36,7 +36,7 @@ struct ModelOptions {
     bool causal = true;
 };
 
-// embedding (scaled by √E) + sinusoidal positions -> causal self-attention with a residual and
+// embedding + sinusoidal positions -> causal self-attention with a residual and
 // LayerNorm -> linear head over the vocabulary.
 template <Real T>
 struct Model {
@@ -56,7 +56,7 @@ struct Model {
     Var<T, 2> operator()(const xt::xtensor<std::int64_t, 2>& tokens, bool need_weights = false,
                          Var<T, 3>* weights = nullptr) const {
         const std::size_t batch = tokens.shape(0), n = tokens.shape(1) / 2;
-        Var<T, 3> x = pos(eval(embed(tokens) * std::sqrt(double(options.embed))));
+        Var<T, 3> x = pos(embed(tokens));  // N(0,1) embeddings: no √E scaling, the positions stay visible
         nn::MhaForwardOptions<T> fo;
         fo.need_weights = need_weights;
         fo.is_causal = options.causal;

@@ -18,7 +18,7 @@ namespace {
 
 struct CopyOptions {
     copy_task::ModelOptions model;
-    int steps = 600;
+    int steps = 1000;
     int batch = 32;
     double lr = 3e-3;
     std::uint64_t seed = 1;
