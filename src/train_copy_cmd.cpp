@@ -28,21 +28,6 @@ struct CopyOptions {
     std::string out;
 };
 
-// Fraction of correctly predicted tokens of the copied half over held-out sequences.
-template <Real T>
-double accuracy(const copy_task::Model<T>& model, const copy_task::Batch& held_out) {
-    NoGrad no_record;
-    const auto logits = model(held_out.tokens);
-    std::size_t right = 0;
-    const std::size_t rows = logits.shape(0), classes = logits.shape(1);
-    for (std::size_t r = 0; r < rows; ++r) {
-        const T* row = logits.value().data() + r * classes;
-        const auto best = std::max_element(row, row + classes) - row;
-        right += best == held_out.targets(r);
-    }
-    return double(right) / double(rows);
-}
-
 int train_copy(const CopyOptions& o) {
     namespace fs = std::filesystem;
     openblas_set_num_threads(o.threads);
@@ -68,7 +53,7 @@ int train_copy(const CopyOptions& o) {
         tape().clear();
         loss_value = loss.value()();
         const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-        if (eval_now) acc = accuracy(model, held_out);
+        if (eval_now) acc = copy_task::accuracy(model, held_out);
         if (csv.is_open()) csv << step << ',' << loss_value << ',' << (eval_now ? fmt::format("{}", acc) : "") << ',' << o.lr << '\n';
         if (eval_now) fmt::print("step {:5d}  loss {:.4f}  held-out accuracy {:.4f}\n", step, loss_value, acc);
     }

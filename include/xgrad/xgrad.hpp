@@ -28,3 +28,4 @@
 #include "xgrad/optim/schedule.hpp"
 #include "xgrad/check/gradcheck.hpp"
 #include "xgrad/check/random.hpp"
+#include "xgrad/check/module_check.hpp"

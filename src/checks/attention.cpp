@@ -9,6 +9,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "checks/registry.hpp"
+#include "xgrad/check/module_check.hpp"
 #include "xgrad/nn/attention.hpp"
 
 namespace xgrad::checks {
@@ -16,25 +17,6 @@ namespace {
 
 using Mha = nn::MultiheadAttention<double>;
 using Mask = nn::AttentionMask<double>;
-
-xt::xtensor<double, 1> flat_parameters(const Mha& m) {
-    std::vector<double> v;
-    for_each_parameter(m, [&](const std::string&, const auto& p) { v.insert(v.end(), p.value().begin(), p.value().end()); });
-    return xt::adapt(v, std::array<std::size_t, 1>{v.size()});
-}
-// m with its parameters replaced by reshaped slices of `flat`.
-Mha sliced(const Mha& m, const Var<double, 1>& flat) {
-    Mha copy = m;
-    long at = 0;
-    for_each_parameter(copy, [&](const std::string&, auto& p) {
-        constexpr std::size_t R = std::remove_cvref_t<decltype(p)>::rank;
-        std::array<long, R> shape;
-        for (std::size_t k = 0; k < R; ++k) shape[k] = long(p.shape(k));
-        p = reshape<R>(slice(flat, 0, at, at + long(p.size())), shape);
-        at += long(p.size());
-    });
-    return copy;
-}
 
 Mha module(nn::MultiheadAttentionOptions o) {
     Generator g(4);
@@ -53,13 +35,13 @@ GradcheckResult check_mha(const Mha& m, std::array<std::size_t, N> qs, std::arra
     return gradcheck(
         [&](const auto& q, const auto& k, const auto& v, const auto& params) {
             if (reseed) reseed->manual_seed(1);
-            const auto r = sliced(m, params).forward(q, k, v, fo);
+            const auto r = with_flat_parameters(m, params).forward(q, k, v, fo);
             std::vector<Var<double, 1>> parts{reshape<1>(r.output, {-1})};
             if (r.attn_weights) parts.push_back(reshape<1>(r.attn_weights, {-1}));
             if (r.attn_weights_per_head) parts.push_back(reshape<1>(r.attn_weights_per_head, {-1}));
             return concat(parts, 0);
         },
-        randn<N>(qs, 1), randn<N>(ks, 2), randn<N>(vs, 3), flat_parameters(m));
+        randn<N>(qs, 1), randn<N>(ks, 2), randn<N>(vs, 3), flatten_parameters(m));
 }
 
 const Register reg{{

@@ -14,6 +14,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "xgrad/nn/attention.hpp"
+#include "xgrad/check/module_check.hpp"
 #include "xgrad/xgrad.hpp"
 
 using namespace xgrad;
@@ -26,27 +27,6 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 
 // ---- gradcheck w.r.t. the parameters: they all become slices of one flat input ----
 
-template <class M>
-xt::xtensor<double, 1> flatten_parameters(const M& m) {
-    std::vector<double> flat;
-    for_each_parameter(m, [&](const std::string&, const auto& p) { flat.insert(flat.end(), p.value().begin(), p.value().end()); });
-    return xt::adapt(flat, std::array<std::size_t, 1>{flat.size()});
-}
-// A copy of m whose parameters are reshaped slices of `flat` (for_each_parameter order).
-template <class M>
-M with_flat_parameters(const M& m, const Var<double, 1>& flat) {
-    M copy = m;
-    long offset = 0;
-    for_each_parameter(copy, [&](const std::string&, auto& p) {
-        constexpr std::size_t R = std::remove_cvref_t<decltype(p)>::rank;
-        std::array<long, R> shape;
-        for (std::size_t k = 0; k < R; ++k) shape[k] = long(p.shape(k));
-        const long n = long(p.size());
-        p = reshape<R>(slice(flat, 0, offset, offset + n), shape);
-        offset += n;
-    });
-    return copy;
-}
 
 template <class Var_>
 Var<double, 1> flat(const Var_& v) {

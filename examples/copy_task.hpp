@@ -4,6 +4,7 @@
 // Under a causal mask, position n+k must fetch a(k+1) from position k: every answer travels
 // through attention (a fixed offset of -n), not through the embedding of its own position.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -67,5 +68,19 @@ struct Model {
         return head(reshape<2>(second_half, {long(batch * n), long(options.embed)}));
     }
 };
+
+// Fraction of correctly predicted tokens of the copied half of `held_out`.
+template <Real T>
+double accuracy(const Model<T>& model, const Batch& held_out) {
+    NoGrad no_record;
+    const auto logits = model(held_out.tokens);
+    const std::size_t rows = logits.shape(0), classes = logits.shape(1);
+    std::size_t right = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const T* row = logits.value().data() + r * classes;
+        right += std::max_element(row, row + classes) - row == held_out.targets(r);
+    }
+    return double(right) / double(rows);
+}
 
 }  // namespace xgrad::copy_task
