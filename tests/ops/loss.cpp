@@ -15,10 +15,7 @@ using namespace xgrad;
 namespace {
 
 using testing::max_abs_diff;
-template <std::size_t N, class V = double>
-xt::xtensor<V, N> fixture(const std::string& name) {
-    return testing::fixture<N, V>("loss_norm", name);
-}
+const testing::Fixtures fixtures{"loss_norm"};
 
 constexpr double tol = 1e-12;
 
@@ -43,21 +40,21 @@ TEST_CASE("mse_loss: hand-computed values and gradients") {
 }
 
 TEST_CASE("mse_loss matches PyTorch for every reduction, gradients to input and target") {
-    const auto x0 = fixture<2>("mse_x"), t0 = fixture<2>("mse_t"), g = fixture<2>("mse_g");
+    const auto x0 = fixtures.get<2>("mse_x"), t0 = fixtures.get<2>("mse_t"), g = fixtures.get<2>("mse_g");
     for (std::string red : {"mean", "sum", "none"}) {
         CAPTURE(red);
         auto x = parameter(x0), t = parameter(t0);
         if (red == "none") {
             auto y = mse_loss(x, t, unreduced);
-            CHECK(max_abs_diff(y.value(), fixture<2>("mse_none_y")) < tol);
+            CHECK(max_abs_diff(y.value(), fixtures.get<2>("mse_none_y")) < tol);
             backward(y, g);
         } else {
             auto y = mse_loss(x, t, red == "sum" ? LossReduction::sum : LossReduction::mean);
-            CHECK(std::abs(y.value()() - fixture<0>("mse_" + red + "_y")()) < tol);
+            CHECK(std::abs(y.value()() - fixtures.get<0>("mse_" + red + "_y")()) < tol);
             backward(y);
         }
-        CHECK(max_abs_diff(x.grad(), fixture<2>("mse_" + red + "_dx")) < tol);
-        CHECK(max_abs_diff(t.grad(), fixture<2>("mse_" + red + "_dt")) < tol);
+        CHECK(max_abs_diff(x.grad(), fixtures.get<2>("mse_" + red + "_dx")) < tol);
+        CHECK(max_abs_diff(t.grad(), fixtures.get<2>("mse_" + red + "_dt")) < tol);
     }
 }
 
@@ -108,9 +105,9 @@ TEST_CASE("cross_entropy: hand-computed values") {
 }
 
 TEST_CASE("cross_entropy matches PyTorch: plain, ignore_index, label_smoothing, each reduction") {
-    const auto z0 = fixture<2>("ce_z");
-    const auto g = fixture<1>("ce_g");
-    const auto t = fixture<1, I64>("ce_t"), t_ign = fixture<1, I64>("ce_t_ign");
+    const auto z0 = fixtures.get<2>("ce_z");
+    const auto g = fixtures.get<1>("ce_g");
+    const auto t = fixtures.get<1, I64>("ce_t"), t_ign = fixtures.get<1, I64>("ce_t_ign");
     struct Case {
         std::string name;
         xt::xtensor<I64, 1> targets;
@@ -129,32 +126,32 @@ TEST_CASE("cross_entropy matches PyTorch: plain, ignore_index, label_smoothing, 
             auto z = parameter(z0);
             if (red == "none") {
                 auto y = cross_entropy(z, c.targets, unreduced, c.opt);
-                CHECK(max_abs_diff(y.value(), fixture<1>(key + "_y")) < tol);
+                CHECK(max_abs_diff(y.value(), fixtures.get<1>(key + "_y")) < tol);
                 backward(y, g);
             } else {
                 auto opt = c.opt;
                 opt.reduction = red == "sum" ? LossReduction::sum : LossReduction::mean;
                 auto y = cross_entropy(z, c.targets, opt);
-                CHECK(std::abs(y.value()() - fixture<0>(key + "_y")()) < tol);
+                CHECK(std::abs(y.value()() - fixtures.get<0>(key + "_y")()) < tol);
                 backward(y);
             }
-            CHECK(max_abs_diff(z.grad(), fixture<2>(key + "_dz")) < tol);
+            CHECK(max_abs_diff(z.grad(), fixtures.get<2>(key + "_dz")) < tol);
         }
 }
 
 TEST_CASE("cross_entropy matches PyTorch for logits (N, C, L) with targets (N, L)") {
-    const auto z0 = fixture<3>("ce3_z");
-    const auto t = fixture<2, I64>("ce3_t");
+    const auto z0 = fixtures.get<3>("ce3_z");
+    const auto t = fixtures.get<2, I64>("ce3_t");
     auto z = parameter(z0);
     auto y = cross_entropy(z, t, {.label_smoothing = 0.2});
-    CHECK(std::abs(y.value()() - fixture<0>("ce3_mean_y")()) < tol);
+    CHECK(std::abs(y.value()() - fixtures.get<0>("ce3_mean_y")()) < tol);
     backward(y);
-    CHECK(max_abs_diff(z.grad(), fixture<3>("ce3_mean_dz")) < tol);
+    CHECK(max_abs_diff(z.grad(), fixtures.get<3>("ce3_mean_dz")) < tol);
     auto z2 = parameter(z0);
     auto each = cross_entropy(z2, t, unreduced, {.label_smoothing = 0.2});
-    CHECK(max_abs_diff(each.value(), fixture<2>("ce3_none_y")) < tol);
-    backward(each, fixture<2>("ce3_g"));
-    CHECK(max_abs_diff(z2.grad(), fixture<3>("ce3_none_dz")) < tol);
+    CHECK(max_abs_diff(each.value(), fixtures.get<2>("ce3_none_y")) < tol);
+    backward(each, fixtures.get<2>("ce3_g"));
+    CHECK(max_abs_diff(z2.grad(), fixtures.get<3>("ce3_none_dz")) < tol);
 }
 
 TEST_CASE("cross_entropy gradcheck: shapes, ignore_index, label_smoothing, reductions") {

@@ -15,10 +15,7 @@ using namespace xgrad;
 namespace {
 
 using testing::max_abs_diff;
-template <std::size_t N, class V = double>
-xt::xtensor<V, N> fixture(const std::string& name) {
-    return testing::fixture<N, V>("loss_norm", name);
-}
+const testing::Fixtures fixtures{"loss_norm"};
 
 constexpr double tol = 1e-12;
 
@@ -106,21 +103,21 @@ TEST_CASE("layer_norm whose output needs no grad holds no reference to its input
 }
 
 TEST_CASE("layer_norm matches PyTorch: output and gradients of x, weight, bias") {
-    const auto x0 = fixture<3>("ln_x"), g = fixture<3>("ln_g");
+    const auto x0 = fixtures.get<3>("ln_x"), g = fixtures.get<3>("ln_g");
     auto x = parameter(x0);
-    auto w = parameter(fixture<1>("ln_w")), b = parameter(fixture<1>("ln_b"));
+    auto w = parameter(fixtures.get<1>("ln_w")), b = parameter(fixtures.get<1>("ln_b"));
     auto y = layer_norm(x, w, b, 1e-5);
-    CHECK(max_abs_diff(y.value(), fixture<3>("ln_y")) < tol);
+    CHECK(max_abs_diff(y.value(), fixtures.get<3>("ln_y")) < tol);
     backward(y, g);
-    CHECK(max_abs_diff(x.grad(), fixture<3>("ln_dx")) < tol);
-    CHECK(max_abs_diff(w.grad(), fixture<1>("ln_dw")) < tol);
-    CHECK(max_abs_diff(b.grad(), fixture<1>("ln_db")) < tol);
+    CHECK(max_abs_diff(x.grad(), fixtures.get<3>("ln_dx")) < tol);
+    CHECK(max_abs_diff(w.grad(), fixtures.get<1>("ln_dw")) < tol);
+    CHECK(max_abs_diff(b.grad(), fixtures.get<1>("ln_db")) < tol);
 
     auto x2 = parameter(x0);
     auto y2 = layer_norm(x2, 1e-3);
-    CHECK(max_abs_diff(y2.value(), fixture<3>("ln_plain_y")) < tol);
+    CHECK(max_abs_diff(y2.value(), fixtures.get<3>("ln_plain_y")) < tol);
     backward(y2, g);
-    CHECK(max_abs_diff(x2.grad(), fixture<3>("ln_plain_dx")) < tol);
+    CHECK(max_abs_diff(x2.grad(), fixtures.get<3>("ln_plain_dx")) < tol);
 }
 
 TEST_CASE("layer_norm gradcheck on several shapes, with and without affine") {

@@ -19,6 +19,15 @@ xt::xtensor<V, N> fixture(const std::string& family, const std::string& name) {
     return xt::xtensor<V, N>(a);
 }
 
+// One family's fixtures: `const Fixtures fixtures{"loss_norm"}; fixtures.get<2>("mse_dx")`.
+struct Fixtures {
+    std::string family;
+    template <std::size_t N, class V = double>
+    xt::xtensor<V, N> get(const std::string& name) const {
+        return fixture<N, V>(family, name);
+    }
+};
+
 // Largest |a - b| over two arrays of the same shape.
 template <class A, class B>
 double max_abs_diff(const A& a, const B& b) {
