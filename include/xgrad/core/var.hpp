@@ -144,6 +144,32 @@ bool any_requires_grad(const Vs&... vs) {
     return (vs.requires_grad() || ...);
 }
 
+namespace detail {
+
+// Seeds y's gradient element i with seed(i) (a leaf accumulates it) and walks the tape back from y.
+template <Real T, std::size_t N, class Seed>
+void backward_seeded(const Var<T, N>& y, Seed seed) {
+    auto* n = y.node();
+    if (!n->requires_grad)
+        throw tape_error("backward: the output " + shape_str(y.shape()) +
+                         " does not require grad (no parameter reaches it, or it was computed under NoGrad)");
+    if (n->is_leaf) {
+        T* g = n->grad_buffer().data();
+        for (std::size_t i = 0; i < y.size(); ++i) g[i] += seed(i);
+        return;
+    }
+    Tape& t = tape();
+    if (!t.holds(n))
+        throw tape_error(std::string("backward: the output (op ") + n->op_name() +
+                         ") is not on the current tape (was the tape cleared after it was recorded?)");
+    t.reset_grads(n->tape_index);
+    T* g = n->grad_buffer().data();
+    for (std::size_t i = 0; i < y.size(); ++i) g[i] = seed(i);
+    t.run_backward(n->tape_index);
+}
+
+}  // namespace detail
+
 // Vector-Jacobian product: seeds y's gradient with grad_y and walks the tape back from y.
 // Leaves accumulate; intermediate gradients start from zero on every call.
 template <Real T, std::size_t N>
@@ -153,36 +179,23 @@ void backward(const Var<T, N>& y, const xt::xtensor<T, N>& grad_y) {
     if (y.shape() != grad_y.shape())
         throw shape_error("backward: grad_y has shape " + shape_str(grad_y.shape()) + " but the output has shape " +
                           shape_str(y.shape()));
-    auto* n = y.node();
-    if (!n->requires_grad)
-        throw tape_error("backward: the output " + shape_str(y.shape()) +
-                         " does not require grad (no parameter reaches it, or it was computed under NoGrad)");
-    if (n->is_leaf) {
-        auto& g = n->grad_buffer();
-        g += grad_y;
+    if (&grad_y == y.node()->grad_storage() && !y.is_leaf()) {  // backward(y, y.grad()): copy the seed first
+        const xt::xtensor<T, N> copy = grad_y;
+        detail::backward_seeded(y, [&](std::size_t i) { return copy.data()[i]; });
         return;
     }
-    Tape& t = tape();
-    if (!t.holds(n))
-        throw tape_error(std::string("backward: the output (op ") + n->op_name() +
-                         ") is not on the current tape (was the tape cleared after it was recorded?)");
-    xt::xtensor<T, N> aliased;  // backward(y, y.grad()): copy the seed before resetting y's gradient
-    const xt::xtensor<T, N>* seed = &grad_y;
-    if (seed == n->grad_storage()) aliased = grad_y, seed = &aliased;
-    t.reset_grads(n->tape_index);
-    n->grad_buffer() = *seed;
-    t.run_backward(n->tape_index);
+    detail::backward_seeded(y, [&](std::size_t i) { return grad_y.data()[i]; });
 }
 
 // backward from a loss holding a single element (seed 1).
 template <Real T, std::size_t N>
 void backward(const Var<T, N>& loss) {
     if (!loss) throw tape_error("backward: the loss Var is empty");
+    if (loss.node()->stale) throw tape_error("backward: the output was recorded on a tape that has since been cleared");
     if (loss.size() != 1)
         throw tape_error("backward: the loss has shape " + shape_str(loss.shape()) +
                          "; a non-scalar output needs an explicit grad_y: backward(y, grad_y)");
-    xt::xtensor<T, N> seed = xt::ones<T>(loss.shape());
-    backward(loss, seed);
+    detail::backward_seeded(loss, [](std::size_t) { return T(1); });
 }
 
 }  // namespace xgrad

@@ -1,10 +1,13 @@
 // nn::MultiheadAttention: torch.nn.MultiheadAttention (torch/nn/functional.py
-// multi_head_attention_forward), composed from tape ops so every input and parameter gets a gradient.
+// multi_head_attention_forward), from tape ops, so every input and parameter gets a gradient.
 //
-//   q, k, v   = in-projections of query (L, N, E), key (S, N, kdim), value (S, N, vdim)
-//   k, v     += bias_k / bias_v as one more key (add_bias_kv)        -> S + 1
-//   heads      (N·H, L, D), (N·H, S', D), D = E / H; add_zero_attn appends a zero key and value
-//   weights    = dropout(masked_softmax(q·kᵀ/√D, masks)), output = out_proj(merge_heads(weights · v))
+//   q, k, v   = in-projections of query (L, N, E), key (S, N, kdim), value (S, N, vdim); for
+//               self-attention one GEMM gives (L, N, 3E) = q|k|v side by side
+//   k, v     += bias_k / bias_v as one more key (add_bias_kv), then a zero key (add_zero_attn) -> S'
+//   weights    = dropout(masked_softmax(q·kᵀ/√D, masks))   (N·H, L, S'), D = E / H
+//   output     = out_proj(weights · v)
+// The heads are never copied out: attention_core.hpp reads head h of every token in place, in the
+// caller's layout (sequence or batch first), and writes the context straight into (L, N, E).
 //
 // Differences from PyTorch, on purpose:
 //  - A fully masked query row (every key ignored) gives zero attention weights, a zero attention
@@ -25,11 +28,13 @@
 #include <string>
 
 #include "xgrad/core/random.hpp"
+#include "xgrad/nn/attention_core.hpp"
 #include "xgrad/nn/attention_mask.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
-#include "xgrad/nn/sdpa.hpp"
+#include "xgrad/ops/dropout.hpp"
+#include "xgrad/ops/linalg.hpp"
 #include "xgrad/ops/reduce.hpp"
 #include "xgrad/ops/shape.hpp"
 
@@ -139,7 +144,7 @@ private:
 template <Real T>
 template <std::size_t N>
 void MultiheadAttention<T>::check_inputs(const Var<T, N>& query, const Var<T, N>& key, const Var<T, N>& value) const {
-    const std::string op = "MultiheadAttention: ";
+    static const std::string op = "MultiheadAttention: ";  // built once: a steady forward allocates nothing
     const std::size_t E = embed_dim();
     if (!out_proj.weight || (!in_proj_weight && !q_proj_weight))
         throw value_error(op + "the module has no parameters (construct it with options and a Generator)");
@@ -176,85 +181,91 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     check_inputs(query, key, value);
     const std::size_t E = embed_dim(), H = num_heads();
 
-    // Everything below is batch first: (N, L, E).
-    Var<T, 3> q, k, v;
-    if constexpr (batched) {
-        q = options.batch_first ? query : transpose(query, 0, 1);
-        k = options.batch_first ? key : transpose(key, 0, 1);
-        v = options.batch_first ? value : transpose(value, 0, 1);
-    } else {
-        q = reshape<3>(query, std::array<long, 3>{1, long(query.shape(0)), long(query.shape(1))});
-        k = reshape<3>(key, std::array<long, 3>{1, long(key.shape(0)), long(key.shape(1))});
-        v = reshape<3>(value, std::array<long, 3>{1, long(value.shape(0)), long(value.shape(1))});
-    }
-    const std::size_t B = q.shape(0), L = q.shape(1), S = k.shape(1);
-
-    // In-projections: q (N, L, E) = query · W_qᵀ + b_q, etc. (W_q = rows [0, E) of in_proj_weight)
-    auto rows = [&](const Var<T, 2>& w, std::size_t i) { return slice(w, 0, long(i * E), long((i + 1) * E)); };
-    const Var<T, 2> wq = in_proj_weight ? rows(in_proj_weight, 0) : q_proj_weight;
-    const Var<T, 2> wk = in_proj_weight ? rows(in_proj_weight, 1) : k_proj_weight;
-    const Var<T, 2> wv = in_proj_weight ? rows(in_proj_weight, 2) : v_proj_weight;
-    auto project = [&](const Var<T, 3>& x, const Var<T, 2>& w, std::size_t i) -> Var<T, 3> {
-        if (!in_proj_bias) return linear(x, w);
-        return linear(x, w, slice(in_proj_bias, 0, long(i * E), long((i + 1) * E)));
+    // Batched inputs keep their layout, (L, N, E) or (N, L, E); unbatched ones become (L, 1, E).
+    const bool batch_first = batched && options.batch_first;
+    auto as_rank3 = [](const Var<T, N>& x) -> Var<T, 3> {
+        if constexpr (batched) return x;
+        else return reshape<3>(x, std::array<long, 3>{long(x.shape(0)), 1, long(x.shape(1))});
     };
-    q = project(q, wq, 0), k = project(k, wk, 1), v = project(v, wv, 2);
+    const bool self_attention = query.node() == key.node() && key.node() == value.node();
+    const Var<T, 3> q_in = as_rank3(query);
+    const Var<T, 3> k_in = self_attention ? q_in : as_rank3(key);
+    const Var<T, 3> v_in = self_attention ? q_in : as_rank3(value);
+    const std::size_t seq_axis = batch_first ? 1 : 0;
+    const std::size_t B = q_in.shape(1 - seq_axis), L = q_in.shape(seq_axis), S = k_in.shape(seq_axis);
+    const std::size_t D = head_dim();
+    auto heads_of = [&](const Var<T, 3>& x, std::size_t offset) {
+        return detail::HeadOperand<T>{x, detail::HeadLayout::of(x.shape(), batch_first, H, D, offset)};
+    };
 
-    // add_bias_kv: one more key and value, shared by the batch: k (N, S+1, E)
-    if (bias_k && bias_v) {
-        k = concat({k, expand<3>(bias_k, std::array<std::size_t, 3>{B, 1, E})}, 1);
-        v = concat({v, expand<3>(bias_v, std::array<std::size_t, 3>{B, 1, E})}, 1);
+    // In-projections. Self-attention without extra keys: one GEMM, (.., 3E) = x · in_proj_weightᵀ + b,
+    // whose column blocks [0, E), [E, 2E), [2E, 3E) are q, k and v.
+    detail::HeadOperand<T> q, k, v;
+    if (self_attention && in_proj_weight && !bias_k && !options.add_zero_attn) {
+        const Var<T, 3> qkv = in_proj_bias ? linear(q_in, in_proj_weight, in_proj_bias) : linear(q_in, in_proj_weight);
+        q = heads_of(qkv, 0), k = heads_of(qkv, E), v = heads_of(qkv, 2 * E);
+    } else {
+        auto rows = [&](const Var<T, 2>& w, std::size_t i) { return slice(w, 0, long(i * E), long((i + 1) * E)); };
+        auto project = [&](const Var<T, 3>& x, const Var<T, 2>& separate, std::size_t i) -> Var<T, 3> {
+            const Var<T, 2> w = in_proj_weight ? rows(in_proj_weight, i) : separate;
+            if (!in_proj_bias) return linear(x, w);
+            return linear(x, w, slice(in_proj_bias, 0, long(i * E), long((i + 1) * E)));
+        };
+        Var<T, 3> kp = project(k_in, k_proj_weight, 1), vp = project(v_in, v_proj_weight, 2);
+        // Extra keys, never masked: bias_k / bias_v (add_bias_kv), then a zero key and value (add_zero_attn).
+        const std::array<std::size_t, 3> one_token = batch_first ? std::array<std::size_t, 3>{B, 1, E}
+                                                                 : std::array<std::size_t, 3>{1, B, E};
+        if (bias_k && bias_v) {
+            kp = concat({kp, expand<3>(bias_k, one_token)}, long(seq_axis));
+            vp = concat({vp, expand<3>(bias_v, one_token)}, long(seq_axis));
+        }
+        if (options.add_zero_attn) {
+            const auto zeros = constant(xt::xtensor<T, 3>(one_token, T(0)));
+            kp = concat({kp, zeros}, long(seq_axis)), vp = concat({vp, zeros}, long(seq_axis));
+        }
+        q = heads_of(project(q_in, q_proj_weight, 0), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
     }
-    q = split_heads(q, H), k = split_heads(k, H), v = split_heads(v, H);  // (N·H, len, D)
-    if (options.add_zero_attn) {  // a zero key and value after the head split: (N·H, S'+1, D)
-        const auto zeros = constant(xt::xtensor<T, 3>(std::array<std::size_t, 3>{B * H, 1, head_dim()}, T(0)));
-        k = concat({k, zeros}, 1), v = concat({v, zeros}, 1);
-    }
-    const std::size_t Sp = k.shape(1);
+    const std::size_t Sp = k.layout.len;
 
-    // Masks -> one ignore mask and/or one additive mask over the scores (N·H, L, S').
-    const detail::MaskGeometry geom{B, H, L, S, Sp, batched,
-                                    "query " + shape_str(query.shape()) + " and key " + shape_str(key.shape())};
-    detail::ScoreMasks<T> masks;
-    detail::merge_mask(masks, opts.key_padding_mask, 'k', "key_padding_mask", geom);
-    detail::merge_mask(masks, opts.attn_mask, 'a', "attn_mask", geom);
-    if (opts.is_causal && !opts.attn_mask)
-        detail::merge_ignore_rule(masks, geom, [](std::size_t, std::size_t i, std::size_t j) { return j > i; });
-    if (opts.valid_lens) {
-        const auto& lens = *opts.valid_lens;
-        detail::check_valid_lens(lens, geom);
-        const bool per_query = lens.dimension() == (batched ? 2 : 1);
-        detail::merge_ignore_rule(masks, geom, [&](std::size_t n, std::size_t i, std::size_t j) {
-            return std::int64_t(j) >= lens.data()[per_query ? n * L + i : n];
-        });
-    }
+    // Masks -> an ignore mask and/or an additive mask over the scores (N·H, L, S'), in the node.
+    detail::MaskGeometry geom{B, H, L, S, Sp, batched, {}, {}};
+    std::copy(query.shape().begin(), query.shape().end(), geom.query_shape.begin());
+    std::copy(key.shape().begin(), key.shape().end(), geom.key_shape.begin());
+    if (opts.valid_lens) detail::check_valid_lens(*opts.valid_lens, geom);
+    auto fill_masks = [&](detail::ScoreMasks<T>& masks) {
+        detail::merge_mask(masks, opts.key_padding_mask, 'k', "key_padding_mask", geom);
+        detail::merge_mask(masks, opts.attn_mask, 'a', "attn_mask", geom);
+        if (opts.is_causal && !opts.attn_mask)
+            detail::merge_ignore_rule(masks, geom, [](std::size_t, std::size_t i, std::size_t j) { return j > i; });
+        if (opts.valid_lens) {
+            const auto& lens = *opts.valid_lens;
+            const bool per_query = lens.dimension() == (batched ? 2 : 1);
+            detail::merge_ignore_rule(masks, geom, [&](std::size_t n, std::size_t i, std::size_t j) {
+                return std::int64_t(j) >= lens.data()[per_query ? n * L + i : n];
+            });
+        }
+    };
 
     const double p = training ? options.dropout : 0.0;
     if (p > 0 && !dropout_generator)
         throw value_error("MultiheadAttention: dropout " + std::to_string(p) +
                           " while training needs dropout_generator (or eval())");
-    const char* op = "MultiheadAttention";
-    const std::optional<double> scale;  // 1/√D
-    SdpaResult<T, 3> r;
-    if (masks.ignore && masks.additive)
-        r = xgrad::detail::sdpa(q, k, v, p, scale, dropout_generator, op, IgnoreMask<3>{std::move(*masks.ignore)},
-                         AdditiveMask<T, 3>{std::move(*masks.additive)});
-    else if (masks.ignore)
-        r = xgrad::detail::sdpa(q, k, v, p, scale, dropout_generator, op, IgnoreMask<3>{std::move(*masks.ignore)});
-    else if (masks.additive)
-        r = xgrad::detail::sdpa(q, k, v, p, scale, dropout_generator, op, AdditiveMask<T, 3>{std::move(*masks.additive)});
-    else
-        r = xgrad::detail::sdpa(q, k, v, p, scale, dropout_generator, op);
+    // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head
+    Var<T, 3> weights = detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks);
+    if (p > 0) weights = dropout(weights, p, true, *dropout_generator);
+    const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
+                                                             : std::array<std::size_t, 3>{L, B, E};
+    const Var<T, 3> context = detail::attention_context(
+        weights, v, detail::HeadLayout::of(out_shape, batch_first, H, D, 0), out_shape);
+    const Var<T, 3> out = out_proj(context);  // in the caller's layout already
 
-    // (N·H, L, D) -> (N, L, E) -> out_proj -> the caller's layout
-    const Var<T, 3> out = out_proj(merge_heads(r.output, H));
     MhaOutput<T, N> result;
     if constexpr (batched)
-        result.output = options.batch_first ? out : transpose(out, 0, 1);
+        result.output = out;
     else
         result.output = reshape<2>(out, std::array<long, 2>{long(L), long(E)});
     if (opts.need_weights) {
-        const Var<T, 4> w = reshape<4>(r.weights, std::array<long, 4>{long(B), long(H), long(L), long(Sp)});
+        const Var<T, 4> w = reshape<4>(weights, std::array<long, 4>{long(B), long(H), long(L), long(Sp)});
         if (opts.average_attn_weights) {
             const Var<T, 3> avg = mean(w, 1);  // (N, L, S')
             if constexpr (batched)

@@ -1,8 +1,11 @@
 // Masks of nn::MultiheadAttention (PyTorch's MHA meaning: a bool mask is true = IGNORE, a float
 // mask is ADDED to the scores), and how they become one mask over the scores (N·H, L, S').
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -29,18 +32,48 @@ struct AttentionMask {
 namespace detail {
 
 // The masks of one MHA call, merged as torch does (bool -> ignore, float -> added; bias_k and
-// add_zero_attn columns, j >= S, are never masked): each (N·H, L, S'), absent when unused.
+// add_zero_attn columns, j >= S, are never masked): each (N·H, L, S') when in use. The buffers are
+// kept by the attention node across steps; reset() starts a call without freeing them.
 template <Real T>
 struct ScoreMasks {
-    std::optional<xt::xtensor<bool, 3>> ignore;
-    std::optional<xt::xtensor<T, 3>> additive;
+    std::array<std::size_t, 3> shape{};  // (N·H, L, S')
+    xt::xtensor<bool, 3> ignore;
+    xt::xtensor<T, 3> additive;
+    bool has_ignore = false, has_additive = false;
+
+    void reset(const std::array<std::size_t, 3>& s) {
+        shape = s;
+        has_ignore = has_additive = false;
+    }
+    // The buffers, all false / zero on the first use of this call.
+    bool* ignore_for_writing() {
+        if (!has_ignore) start(ignore, false), has_ignore = true;
+        return ignore.data();
+    }
+    T* additive_for_writing() {
+        if (!has_additive) start(additive, T(0)), has_additive = true;
+        return additive.data();
+    }
+
+private:
+    template <class A, class V>
+    void start(A& a, V fill) {
+        if (a.shape() != shape) a.resize(shape);
+        std::fill(a.begin(), a.end(), fill);
+    }
 };
 
 // The sizes a mask is checked against, and how to describe them in an error.
 struct MaskGeometry {
     std::size_t batch, heads, tgt_len, src_len, padded_src_len;  // N, H, L, S, S'
     bool batched;
-    std::string inputs;  // "query (3, 2, 4) and key (2, 2, 4)"
+    std::array<std::size_t, 3> query_shape, key_shape;  // as given (rank 2 when unbatched)
+    // "query (3, 2, 4) and key (2, 2, 4)", for errors only (a steady forward builds no strings)
+    std::string inputs() const {
+        const std::size_t rank = batched ? 3 : 2;
+        return "query " + shape_str(std::vector<std::size_t>(query_shape.begin(), query_shape.begin() + rank)) +
+               " and key " + shape_str(std::vector<std::size_t>(key_shape.begin(), key_shape.begin() + rank));
+    }
 };
 
 template <class S>
@@ -49,14 +82,14 @@ std::string dyn_shape_str(const S& s) {
 }
 
 template <class A>
-bool shape_is(const A& a, const std::vector<std::size_t>& want) {
+bool shape_is(const A& a, std::initializer_list<std::size_t> want) {
     return a.dimension() == want.size() && std::equal(want.begin(), want.end(), a.shape().begin());
 }
 
 [[noreturn]] inline void mask_shape_error(const std::string& operand, const std::string& got, const std::string& want,
                                           const MaskGeometry& g) {
     throw shape_error("MultiheadAttention: " + operand + " has shape " + got + " but expected " + want + " for " +
-                      g.inputs);
+                      g.inputs());
 }
 
 // Calls f(b, i, j, value) for every score position (b = n·H + h, i < L, j < S) a mask covers.
@@ -76,38 +109,35 @@ void for_each_mask_entry(const xt::xarray<V>& m, char layout, const MaskGeometry
 }
 
 template <class A>
-void check_mask_shape(const A& m, char layout, const std::string& operand, const MaskGeometry& g) {
+void check_mask_shape(const A& m, char layout, const char* operand, const char* kind, const MaskGeometry& g) {
     const std::size_t N = g.batch, L = g.tgt_len, S = g.src_len;
+    auto fail = [&](const std::string& want) {
+        mask_shape_error(std::string(operand) + " (" + kind + ")", dyn_shape_str(m.shape()), want, g);
+    };
+    using dims = std::vector<std::size_t>;
     if (layout == 'k') {
-        const auto want = g.batched ? std::vector<std::size_t>{N, S} : std::vector<std::size_t>{S};
-        if (!shape_is(m, want))
-            mask_shape_error(operand, dyn_shape_str(m.shape()), shape_str(want) + (g.batched ? " (N, S)" : " (S)"), g);
+        if (g.batched ? !shape_is(m, {N, S}) : !shape_is(m, {S}))
+            fail(g.batched ? shape_str(dims{N, S}) + " (N, S)" : shape_str(dims{S}) + " (S)");
     } else if (!shape_is(m, {L, S}) && !shape_is(m, {N * g.heads, L, S})) {
-        mask_shape_error(operand, dyn_shape_str(m.shape()),
-                         shape_str(std::vector<std::size_t>{L, S}) + " (L, S) or " +
-                             shape_str(std::vector<std::size_t>{N * g.heads, L, S}) +
-                             (g.batched ? " (N*num_heads, L, S)" : " (num_heads, L, S)"),
-                         g);
+        fail(shape_str(dims{L, S}) + " (L, S) or " + shape_str(dims{N * g.heads, L, S}) +
+             (g.batched ? " (N*num_heads, L, S)" : " (num_heads, L, S)"));
     }
 }
 
 template <Real T>
-void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, const std::string& operand,
+void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, const char* operand,
                 const MaskGeometry& g) {
-    const std::array<std::size_t, 3> shape{g.batch * g.heads, g.tgt_len, g.padded_src_len};
     const std::size_t Sp = g.padded_src_len;
     if (m.ignore) {
-        check_mask_shape(*m.ignore, layout, operand + " (bool)", g);
-        if (!out.ignore) out.ignore = xt::xtensor<bool, 3>(shape, false);
-        bool* p = out.ignore->data();
+        check_mask_shape(*m.ignore, layout, operand, "bool", g);
+        bool* p = out.ignore_for_writing();
         for_each_mask_entry(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, std::size_t j, bool v) {
             if (v) p[(b * g.tgt_len + i) * Sp + j] = true;
         });
     }
     if (m.additive) {
-        check_mask_shape(*m.additive, layout, operand + " (float)", g);
-        if (!out.additive) out.additive = xt::xtensor<T, 3>(shape, T(0));
-        T* p = out.additive->data();
+        check_mask_shape(*m.additive, layout, operand, "float", g);
+        T* p = out.additive_for_writing();
         for_each_mask_entry(*m.additive, layout, g, [&](std::size_t b, std::size_t i, std::size_t j, T v) {
             p[(b * g.tgt_len + i) * Sp + j] += v;
         });
@@ -119,8 +149,7 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
 template <Real T, class Ignored>
 void merge_ignore_rule(ScoreMasks<T>& out, const MaskGeometry& g, Ignored ignored) {
     const std::size_t L = g.tgt_len, Sp = g.padded_src_len;
-    if (!out.ignore) out.ignore = xt::xtensor<bool, 3>({g.batch * g.heads, L, Sp}, false);
-    bool* p = out.ignore->data();
+    bool* p = out.ignore_for_writing();
     for (std::size_t b = 0; b < g.batch * g.heads; ++b)
         for (std::size_t i = 0; i < L; ++i)
             for (std::size_t j = 0; j < g.src_len; ++j)
@@ -130,11 +159,11 @@ void merge_ignore_rule(ScoreMasks<T>& out, const MaskGeometry& g, Ignored ignore
 inline void check_valid_lens(const xt::xarray<std::int64_t>& lens, const MaskGeometry& g) {
     const std::size_t N = g.batch, L = g.tgt_len;
     const bool ok = g.batched ? shape_is(lens, {N}) || shape_is(lens, {N, L}) : shape_is(lens, {}) || shape_is(lens, {L});
+    using dims = std::vector<std::size_t>;
     if (!ok)
         mask_shape_error("valid_lens", dyn_shape_str(lens.shape()),
-                         g.batched ? shape_str(std::vector<std::size_t>{N}) + " (N) or " +
-                                         shape_str(std::vector<std::size_t>{N, L}) + " (N, L)"
-                                   : "() or " + shape_str(std::vector<std::size_t>{L}) + " (L)",
+                         g.batched ? shape_str(dims{N}) + " (N) or " + shape_str(dims{N, L}) + " (N, L)"
+                                   : "() or " + shape_str(dims{L}) + " (L)",
                          g);
     for (auto v : lens)
         if (v < 0) throw value_error("MultiheadAttention: valid_lens must be >= 0, got " + std::to_string(v));

@@ -26,27 +26,35 @@ inline CBLAS_TRANSPOSE flag(Op op) { return op == Op::trans ? CblasTrans : Cblas
 
 }  // namespace detail
 
+// The same on matrices inside larger arrays: row r of the stored A starts at a + r·lda (likewise
+// B and C), so a head's columns of a (tokens, 3E) projection are used in place.
+template <class T>
+void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // empty sum: C = beta · C
+        for (std::size_t r = 0; r < m; ++r) {
+            T* row = c + r * ldc;
+            if (beta == T(0)) std::fill(row, row + n, T(0));
+            else if (beta != T(1)) std::for_each(row, row + n, [&](T& v) { v *= beta; });
+        }
+        return;
+    }
+    const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
+    if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, detail::dim(lda),
+                    b, detail::dim(ldb), beta, c, detail::dim(ldc));
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, detail::dim(lda),
+                    b, detail::dim(ldb), beta, c, detail::dim(ldc));
+}
+
 // A is stored (m,k) when op_a is none, (k,m) when trans; B likewise (k,n) or (n,k). All row-major
 // and contiguous, so each leading dimension is the stored row length.
 template <class T>
 void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, const T* b, T beta,
           T* c) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {  // empty sum: C = beta · C
-        if (beta == T(0)) std::fill(c, c + m * n, T(0));
-        else if (beta != T(1)) std::for_each(c, c + m * n, [&](T& v) { v *= beta; });
-        return;
-    }
-    const blasint lda = detail::dim(op_a == Op::none ? k : m);
-    const blasint ldb = detail::dim(op_b == Op::none ? n : k);
-    const blasint ldc = detail::dim(n);
-    const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
-    if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, lda, b, ldb, beta,
-                    c, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, lda, b, ldb, beta,
-                    c, ldc);
+    gemm(op_a, op_b, m, n, k, alpha, a, op_a == Op::none ? k : m, b, op_b == Op::none ? n : k, beta, c, n);
 }
 
 }  // namespace xgrad::blas

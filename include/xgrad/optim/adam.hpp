@@ -47,6 +47,17 @@ struct AdamState {
 
 namespace detail {
 
+// Calls f.template operator()<b...>() with runtime bools as template arguments.
+template <bool... Fixed, class F>
+void with_flags(F& f) {
+    f.template operator()<Fixed...>();
+}
+template <bool... Fixed, class F, class... Rest>
+void with_flags(F& f, bool first, Rest... rest) {
+    if (first) with_flags<Fixed..., true>(f, rest...);
+    else with_flags<Fixed..., false>(f, rest...);
+}
+
 template <Real T, class Options, bool Decoupled>
 class AdamFamily : public Optimizer<T> {
 public:
@@ -73,25 +84,13 @@ public:
             const T neg_step_size = T(-(o.lr / bc1)), bc2_sqrt = T(std::sqrt(bc2)), eps = T(o.eps);
             const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
             const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
-            T* w = p.value;
-            T* m = s.exp_avg.data();
-            T* v = s.exp_avg_sq.data();
+            const Scalars sc{neg_step_size, bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
             T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
-            // every array below is the parameter's (size,) flat view
-            for (std::size_t i = 0; i < p.size; ++i) {
-                T gi = o.maximize ? -g[i] : g[i];
-                if constexpr (Decoupled) w[i] *= decay;
-                else if (o.weight_decay != 0) gi = gi + wd * w[i];
-                m[i] = m[i] * beta1 + one_minus_b1 * gi;
-                v[i] = v[i] * beta2 + one_minus_b2 * gi * gi;
-                T second = v[i];
-                if (vmax) {
-                    if (!(vmax[i] >= v[i])) vmax[i] = v[i];  // torch.maximum: NaN propagates
-                    second = vmax[i];
-                }
-                const T denom = std::sqrt(second) / bc2_sqrt + eps;
-                w[i] = w[i] + neg_step_size * m[i] / denom;
-            }
+            // One loop per variant, without branches inside, so the compiler vectorizes it.
+            auto run = [&]<bool Maximize, bool L2, bool Ams>() {
+                update<Maximize, L2, Ams>(p.value, g, s.exp_avg.data(), s.exp_avg_sq.data(), vmax, p.size, sc);
+            };
+            with_flags(run, o.maximize, !Decoupled && o.weight_decay != 0, vmax != nullptr);
         }
     }
 
@@ -123,6 +122,29 @@ public:
 private:
     Options options_;
     State state_;
+
+    struct Scalars {
+        T neg_step_size, bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay;
+    };
+    // The update of one parameter; every pointer is its (size,) flat view.
+    template <bool Maximize, bool L2, bool Ams>
+    static void update(T* __restrict w, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+                       std::size_t size, const Scalars& c) {
+        for (std::size_t i = 0; i < size; ++i) {
+            T gi = Maximize ? -g[i] : g[i];
+            if constexpr (Decoupled) w[i] *= c.decay;
+            if constexpr (L2) gi = gi + c.wd * w[i];
+            m[i] = m[i] * c.beta1 + c.one_minus_b1 * gi;
+            v[i] = v[i] * c.beta2 + c.one_minus_b2 * gi * gi;
+            T second = v[i];
+            if constexpr (Ams) {
+                if (!(vmax[i] >= v[i])) vmax[i] = v[i];  // torch.maximum: NaN propagates
+                second = vmax[i];
+            }
+            const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
+            w[i] = w[i] + c.neg_step_size * m[i] / denom;
+        }
+    }
 
     AdamState<T>& state_for(const ParameterRef<T>& p) {
         auto [it, fresh] = state_.try_emplace(p.name);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs `xgrad bench` and its libtorch peer alternately on the four reference configurations and
+# prints a markdown table: both medians (median over ROUNDS alternating runs of each program's
+# median step time), the ratio xgrad/libtorch and xgrad's own counters.
+#   bench/compare.sh [--dtype float32|float64] [--threads T] [--rounds R] [--configs "tiny small detr base"]
+# Builds into build-bench/ with -Dlibtorch=enabled (needs Debian's libtorch-dev, about 1 GB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dtype=float32 threads=1 rounds=3 configs="tiny small detr base"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --dtype) dtype=$2 ;;
+        --threads) threads=$2 ;;
+        --rounds) rounds=$2 ;;
+        --configs) configs=$2 ;;
+        *) echo "bench/compare.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift 2
+done
+if ! dpkg -s libtorch-dev >/dev/null 2>&1; then
+    echo "bench/compare.sh: needs libtorch-dev (sudo apt-get install libtorch-dev)" >&2
+    exit 2
+fi
+if [[ ! -d build-bench ]]; then
+    meson setup build-bench --buildtype=release -Dtests=false -Dlibtorch=enabled >/dev/null
+fi
+meson compile -C build-bench -j "${XGRAD_JOBS:-2}" src/xgrad bench/libtorch_mha >/dev/null
+
+# name B L E H steps
+declare -A shape=([tiny]="2 6 100 5 400" [small]="8 32 64 4 200" [detr]="8 64 256 8 40" [base]="8 128 512 8 15")
+field() { grep -o "\"$1\":[^,}]*" <<<"$2" | cut -d: -f2 | tr -d '"'; }
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+
+echo "| config (B, L, E, H) | xgrad µs | libtorch µs | ratio | xgrad GFLOP/s | of sgemm | allocs/step | peak RSS MB xgrad / libtorch |"
+echo "|---|---|---|---|---|---|---|---|"
+for name in $configs; do
+    read -r B L E H steps <<<"${shape[$name]}"
+    args=(--batch "$B" --seq "$L" --embed "$E" --heads "$H" --dtype "$dtype" --threads "$threads" --steps "$steps")
+    xs=() ts=() last_x="" last_t=""
+    for ((r = 0; r < rounds; ++r)); do
+        last_x=$(build-bench/src/xgrad bench "${args[@]}")
+        last_t=$(build-bench/bench/libtorch_mha "${args[@]}")
+        xs+=("$(field median_us "$last_x")") ts+=("$(field median_us "$last_t")")
+    done
+    x=$(printf '%s\n' "${xs[@]}" | median) t=$(printf '%s\n' "${ts[@]}" | median)
+    printf '| %s (%s, %s, %s, %s) | %.0f | %.0f | %.3f | %s | %s | %s | %s / %s |\n' "$name" "$B" "$L" "$E" "$H" \
+        "$x" "$t" "$(awk -v a="$x" -v b="$t" 'BEGIN {print a / b}')" "$(field gflops "$last_x")" \
+        "$(field blas_fraction "$last_x")" "$(field allocs_per_step "$last_x")" "$(field peak_rss_mb "$last_x")" \
+        "$(field peak_rss_mb "$last_t")"
+done
+echo
+echo "dtype $dtype, $threads thread(s), $rounds alternating rounds, $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p')"

@@ -1,0 +1,242 @@
+// The two tape ops at the heart of MultiheadAttention, working on heads IN PLACE: a head of a
+// token is D = E/H consecutive columns of a (L, B, C) or (B, L, C) projection (C may be 3E: the
+// packed q|k|v of one in-projection GEMM), so no split_heads, merge_heads or transpose is copied.
+//
+//   attention_weights: P (B·H, L, S) = masked_softmax(scale · Q_bh · K_bhᵀ)   one node
+//   attention_context: O_bh (L, D)   = P_bh · V_bh, written into (L, B, E)   one node
+//
+// Every (b, h) is one strided BLAS GEMM per product; mask and softmax are one pass over the
+// scores forward and one backward (dS = P ⊙ (dP − Σ_j dP ⊙ P)).
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include <xsimd/xsimd.hpp>
+
+#include "xgrad/core/var.hpp"
+#include "xgrad/nn/attention_mask.hpp"
+#include "xgrad/ops/blas.hpp"
+
+namespace xgrad::nn::detail {
+
+// Where the heads of one operand live in a rank-3 tensor: (len, batch, C) when sequence first,
+// (batch, len, C) when batch first; head h of token (l, b) is columns [offset + h·D, +D) of row
+// l·seq_stride + b·batch_stride.
+struct HeadLayout {
+    std::size_t batch = 0, len = 0, heads = 0, head_dim = 0;
+    std::size_t seq_stride = 0, batch_stride = 0, offset = 0;
+
+    static HeadLayout of(const std::array<std::size_t, 3>& shape, bool batch_first, std::size_t heads,
+                         std::size_t head_dim, std::size_t offset) {
+        const std::size_t C = shape[2];
+        HeadLayout h;
+        h.batch = batch_first ? shape[0] : shape[1];
+        h.len = batch_first ? shape[1] : shape[0];
+        h.heads = heads, h.head_dim = head_dim, h.offset = offset;
+        h.seq_stride = batch_first ? C : h.batch * C;
+        h.batch_stride = batch_first ? h.len * C : C;
+        return h;
+    }
+    // The first element of head h of sequence b; rows follow at seq_stride.
+    std::size_t at(std::size_t b, std::size_t h) const { return b * batch_stride + offset + h * head_dim; }
+};
+
+// One operand of the attention: a projection and where its heads are.
+template <Real T>
+struct HeadOperand {
+    Var<T, 3> source;
+    HeadLayout layout;
+};
+
+// Softmax of one score row in place, with the masks applied: ignored keys get weight 0, a fully
+// masked row (every key ignored or -inf) gives all zeros; a NaN score makes the row NaN.
+// SIMD through xsimd: max, exp and sum W lanes at a time.
+template <Real T>
+void masked_softmax_row(T* row, std::size_t n, const bool* ignore, const T* additive) {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t W = batch::size;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    if (additive)
+        for (std::size_t j = 0; j < n; ++j) row[j] += additive[j];
+    if (ignore)
+        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] ? neg_inf : row[j];
+    const std::size_t n_simd = n - n % W;
+    batch lanes_max(neg_inf);
+    for (std::size_t j = 0; j < n_simd; j += W) lanes_max = xsimd::max(lanes_max, batch::load_unaligned(row + j));
+    alignas(64) T lanes[W];
+    lanes_max.store_aligned(lanes);
+    T max = neg_inf;
+    for (std::size_t l = 0; l < W; ++l) max = std::max(max, lanes[l]);
+    for (std::size_t j = n_simd; j < n; ++j) max = std::max(max, row[j]);
+    if (max == neg_inf) {  // fully masked, unless a NaN hides there
+        const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
+        std::fill(row, row + n, has_nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
+        return;
+    }
+    // e_j = exp(s_j - max) (a NaN score gives a NaN sum, so the whole row becomes NaN)
+    batch lanes_sum(T(0));
+    const batch vmax(max);
+    for (std::size_t j = 0; j < n_simd; j += W) {
+        const batch e = xsimd::exp(batch::load_unaligned(row + j) - vmax);
+        e.store_unaligned(row + j);
+        lanes_sum += e;
+    }
+    T sum = xsimd::hadd(lanes_sum);
+    for (std::size_t j = n_simd; j < n; ++j) sum += (row[j] = std::exp(row[j] - max));
+    const T inv = T(1) / sum;
+    for (std::size_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
+// Σ_j a_j · b_j, W lanes at a time.
+template <Real T>
+T dot(const T* a, const T* b, std::size_t n) {
+    using batch = xsimd::batch<T>;
+    constexpr std::size_t W = batch::size;
+    const std::size_t n_simd = n - n % W;
+    batch acc(T(0));
+    for (std::size_t j = 0; j < n_simd; j += W) acc += batch::load_unaligned(a + j) * batch::load_unaligned(b + j);
+    T sum = xsimd::hadd(acc);
+    for (std::size_t j = n_simd; j < n; ++j) sum += a[j] * b[j];
+    return sum;
+}
+
+// P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
+template <Real T>
+class AttentionWeightsNode final : public TensorNode<T, 3> {
+public:
+    HeadOperand<T> q, k;
+    T scale = 1;
+    ScoreMasks<T> masks;
+    xt::xtensor<T, 3> dscores;  // backward's scratch, kept across steps
+
+    const char* op_name() const override { return "attention_weights"; }
+    void release_inputs() override { q.source = {}, k.source = {}; }
+
+    void forward() {
+        const HeadLayout &ql = q.layout, &kl = k.layout;
+        const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, H = ql.heads;
+        const T *pq = q.source.value().data(), *pk = k.source.value().data();
+        for (std::size_t b = 0; b < ql.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                T* scores = this->value.data() + (b * H + h) * L * S;
+                // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S)
+                blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, scale, pq + ql.at(b, h), ql.seq_stride,
+                           pk + kl.at(b, h), kl.seq_stride, T(0), scores, S);
+                const std::size_t first_row = (b * H + h) * L;
+                for (std::size_t i = 0; i < L; ++i)
+                    masked_softmax_row(scores + i * S, S,
+                                       masks.has_ignore ? masks.ignore.data() + (first_row + i) * S : nullptr,
+                                       masks.has_additive ? masks.additive.data() + (first_row + i) * S : nullptr);
+            }
+    }
+
+    void backward() override {
+        const bool need_q = q.source.requires_grad(), need_k = k.source.requires_grad();
+        if (!need_q && !need_k) return;
+        const HeadLayout &ql = q.layout, &kl = k.layout;
+        const std::size_t L = ql.len, S = kl.len, H = ql.heads, D = ql.head_dim;
+        if (dscores.shape() != this->value.shape()) dscores.resize(this->value.shape());
+        const T* P = this->value.data();
+        const T* dP = this->grad_buffer().data();
+        T* dS = dscores.data();
+        // dS (B·H,L,S) = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
+        for (std::size_t r = 0; r < ql.batch * H * L; ++r) {
+            const T *p = P + r * S, *dp = dP + r * S;
+            const T dp_dot_p = dot(dp, p, S);
+            for (std::size_t j = 0; j < S; ++j) dS[r * S + j] = p[j] * (dp[j] - dp_dot_p) * scale;
+        }
+        const T *pq = q.source.value().data(), *pk = k.source.value().data();
+        T* gq = need_q ? q.source.node()->grad_buffer().data() : nullptr;
+        T* gk = need_k ? k.source.node()->grad_buffer().data() : nullptr;
+        for (std::size_t b = 0; b < ql.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const T* ds = dS + (b * H + h) * L * S;
+                if (gq)  // dQ_bh (L,D) += dS_bh (L,S) · K_bh (S,D)
+                    blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), ds, S, pk + kl.at(b, h), kl.seq_stride,
+                               T(1), gq + ql.at(b, h), ql.seq_stride);
+                if (gk)  // dK_bh (S,D) += dS_bhᵀ (S,L) · Q_bh (L,D)
+                    blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), ds, S, pq + ql.at(b, h), ql.seq_stride,
+                               T(1), gk + kl.at(b, h), kl.seq_stride);
+            }
+    }
+};
+
+// O (L, B, E) or (B, L, E): head h of O_b is P_bh · V_bh, in the layout `out`.
+template <Real T>
+class AttentionContextNode final : public TensorNode<T, 3> {
+public:
+    Var<T, 3> weights;  // P (B·H, L, S)
+    HeadOperand<T> v;
+    HeadLayout out;
+
+    const char* op_name() const override { return "attention_context"; }
+    void release_inputs() override { weights = {}, v.source = {}; }
+
+    void forward() {
+        const HeadLayout& vl = v.layout;
+        const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
+        const T *P = weights.value().data(), *pv = v.source.value().data();
+        for (std::size_t b = 0; b < vl.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h)  // O_bh (L,D) = P_bh (L,S) · V_bh (S,D)
+                blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), P + (b * H + h) * L * S, S,
+                           pv + vl.at(b, h), vl.seq_stride, T(0), this->value.data() + out.at(b, h), out.seq_stride);
+    }
+
+    void backward() override {
+        const bool need_p = weights.requires_grad(), need_v = v.source.requires_grad();
+        const HeadLayout& vl = v.layout;
+        const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
+        const T *P = weights.value().data(), *pv = v.source.value().data(), *dO = this->grad_buffer().data();
+        T* dP = need_p ? weights.node()->grad_buffer().data() : nullptr;
+        T* gv = need_v ? v.source.node()->grad_buffer().data() : nullptr;
+        for (std::size_t b = 0; b < vl.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const std::size_t w = (b * H + h) * L * S;
+                if (dP)  // dP_bh (L,S) += dO_bh (L,D) · V_bhᵀ (D,S)
+                    blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride,
+                               pv + vl.at(b, h), vl.seq_stride, T(1), dP + w, S);
+                if (gv)  // dV_bh (S,D) += P_bhᵀ (S,L) · dO_bh (L,D)
+                    blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), P + w, S, dO + out.at(b, h),
+                               out.seq_stride, T(1), gv + vl.at(b, h), vl.seq_stride);
+            }
+    }
+};
+
+inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const char* what) {
+    if (q.batch != k.batch || q.heads != k.heads || q.head_dim != k.head_dim)
+        throw shape_error(std::string("MultiheadAttention: ") + what + ": heads of different geometry");
+}
+
+// P (B·H, L, S) for query heads q and key heads k. fill_masks(ScoreMasks&) merges the masks into
+// the node's buffers (already reset to the scores' shape).
+template <Real T, class FillMasks>
+Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, FillMasks fill_masks) {
+    check_head_operands(q.layout, k.layout, "query and key");
+    auto node = make_node<AttentionWeightsNode<T>>(any_requires_grad(q.source, k.source));
+    node->q = q, node->k = k, node->scale = scale;
+    const std::array<std::size_t, 3> shape{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len};
+    node->masks.reset(shape);
+    fill_masks(node->masks);
+    if (node->value.shape() != shape) node->value.resize(shape);
+    node->forward();
+    if (!node->requires_grad) node->release_inputs();
+    return Var<T, 3>(node);
+}
+
+// O in the layout `out` (E = H·D contiguous columns) from weights P (B·H, L, S) and value heads v.
+template <Real T>
+Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, const HeadLayout& out,
+                            const std::array<std::size_t, 3>& out_shape) {
+    auto node = make_node<AttentionContextNode<T>>(any_requires_grad(weights, v.source));
+    node->weights = weights, node->v = v, node->out = out;
+    if (node->value.shape() != out_shape) node->value.resize(out_shape);
+    node->forward();
+    if (!node->requires_grad) node->release_inputs();
+    return Var<T, 3>(node);
+}
+
+}  // namespace xgrad::nn::detail

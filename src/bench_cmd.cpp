@@ -1,0 +1,100 @@
+// `xgrad bench`: times the reference workload (bench/mha_workload.hpp, the same step as the
+// libtorch peer) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
+// rate on the workload's largest GEMM, peak RSS and heap allocations of a steady step.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <cblas.h>
+#include <fmt/core.h>
+
+#include "alloc_count.hpp"
+#include "commands.hpp"
+#include "mha_workload.hpp"
+
+namespace xgrad::cli {
+namespace {
+
+struct BenchOptions {
+    bench::MhaConfig config;
+    std::string dtype = "float32";
+    int threads = 1;
+    int steps = 50;
+    int warmup = 5;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+}
+
+// GFLOP/s of OpenBLAS alone on the workload's in-projection GEMM (L·B, E) · (E, 3E).
+template <Real T>
+double blas_gflops(const bench::MhaConfig& c, int repeats) {
+    const std::size_t m = c.seq * c.batch, k = c.embed, n = 3 * c.embed;
+    std::vector<T> a(m * k, T(0.5)), b(k * n, T(0.25)), y(m * n);
+    std::vector<double> us;
+    for (int r = 0; r < repeats + 2; ++r) {
+        const auto t0 = Clock::now();
+        blas::gemm(blas::Op::none, blas::Op::trans, m, n, k, T(1), a.data(), b.data(), T(0), y.data());
+        if (r >= 2) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    return 2.0 * double(m) * double(n) * double(k) / median(us) * 1e-3;
+}
+
+template <Real T>
+int run(const BenchOptions& o) {
+    bench::MhaWorkload<T> workload(o.config);
+    for (int i = 0; i < o.warmup; ++i) workload.step();
+    std::vector<double> us;
+    us.reserve(std::size_t(o.steps));
+    const std::uint64_t allocs_before = heap_allocations();
+    double loss = 0;
+    for (int i = 0; i < o.steps; ++i) {
+        const auto t0 = Clock::now();
+        loss = double(workload.step());
+        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
+    const double median_us = median(us);
+    const double gflops = bench::useful_flops(o.config) / median_us * 1e-3;
+    const double blas = blas_gflops<T>(o.config, std::max(o.steps, 20));
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto& c = o.config;
+    fmt::print(
+        "{{\"impl\":\"xgrad\",\"B\":{},\"L\":{},\"E\":{},\"H\":{},\"dtype\":\"{}\",\"threads\":{},\"steps\":{},"
+        "\"median_us\":{:.1f},\"gflops\":{:.2f},\"blas_gflops\":{:.2f},\"blas_fraction\":{:.3f},"
+        "\"peak_rss_mb\":{:.1f},\"allocs_per_step\":{},\"last_loss\":{:.6g}}}\n",
+        c.batch, c.seq, c.embed, c.heads, o.dtype, o.threads, o.steps, median_us, gflops, blas, gflops / blas,
+        double(usage.ru_maxrss) / 1024.0, allocs_per_step, loss);
+    return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("bench", "time one MultiheadAttention training step (the libtorch peer's workload)");
+    static BenchOptions o;
+    cmd->add_option("--batch", o.config.batch, "B")->check(CLI::Range(1, 4096));
+    cmd->add_option("--seq", o.config.seq, "L (query and key length)")->check(CLI::Range(1, 65536));
+    cmd->add_option("--embed", o.config.embed, "E")->check(CLI::Range(1, 65536));
+    cmd->add_option("--heads", o.config.heads, "H (must divide E)")->check(CLI::Range(1, 65536));
+    cmd->add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
+    cmd->add_option("--threads", o.threads, "threads (BLAS and attention)")->check(CLI::Range(1, 256));
+    cmd->add_option("--steps", o.steps, "timed steps after the warm-up")->check(CLI::Range(1, 1000000));
+    cmd->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 1000000));
+    cmd->callback([] {
+        selected_action() = [] {
+            openblas_set_num_threads(o.threads);
+            return o.dtype == "float64" ? run<double>(o) : run<float>(o);
+        };
+    });
+}
+
+}  // namespace xgrad::cli
