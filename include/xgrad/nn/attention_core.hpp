@@ -56,14 +56,14 @@ struct HeadOperand {
 // masked row (every key ignored or -inf) gives all zeros; a NaN score makes the row NaN.
 // SIMD through xsimd: max, exp and sum W lanes at a time.
 template <Real T>
-void masked_softmax_row(T* row, std::size_t n, const bool* ignore, const T* additive) {
+void masked_softmax_row(T* row, std::size_t n, const T* ignore, const T* additive) {
     using batch = xsimd::batch<T>;
     constexpr std::size_t W = batch::size;
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     if (additive)
         for (std::size_t j = 0; j < n; ++j) row[j] += additive[j];
     if (ignore)
-        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] ? neg_inf : row[j];
+        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] != T(0) ? neg_inf : row[j];
     const std::size_t n_simd = n - n % W;
     batch lanes_max(neg_inf);
     for (std::size_t j = 0; j < n_simd; j += W) lanes_max = xsimd::max(lanes_max, batch::load_unaligned(row + j));

@@ -37,7 +37,7 @@ namespace detail {
 template <Real T>
 struct ScoreMasks {
     std::array<std::size_t, 3> shape{};  // (N·H, L, S')
-    xt::xtensor<bool, 3> ignore;
+    xt::xtensor<T, 3> ignore;  // 1 = ignore, 0 = keep (in T, so the softmax reads it with SIMD)
     xt::xtensor<T, 3> additive;
     bool has_ignore = false, has_additive = false;
 
@@ -46,8 +46,8 @@ struct ScoreMasks {
         has_ignore = has_additive = false;
     }
     // The buffers, all false / zero on the first use of this call.
-    bool* ignore_for_writing() {
-        if (!has_ignore) start(ignore, false), has_ignore = true;
+    T* ignore_for_writing() {
+        if (!has_ignore) start(ignore, T(0)), has_ignore = true;
         return ignore.data();
     }
     T* additive_for_writing() {
@@ -94,18 +94,17 @@ bool shape_is(const A& a, std::initializer_list<std::size_t> want) {
 
 // Calls f(b, i, j, value) for every score position (b = n·H + h, i < L, j < S) a mask covers.
 // layout: 'k' key_padding_mask (N, S) / (S); 'a' attn_mask (L, S) or (N·H, L, S).
+// Calls f(b, i, mask_row) for every score row (b = n·H + h, i < L): mask_row is the mask's S entries
+// that apply to it. layout: 'k' key_padding_mask (N, S) / (S); 'a' attn_mask (L, S) or (N·H, L, S).
 template <class V, class F>
-void for_each_mask_entry(const xt::xarray<V>& m, char layout, const MaskGeometry& g, F f) {
+void for_each_mask_row(const xt::xarray<V>& m, char layout, const MaskGeometry& g, F f) {
     const std::size_t L = g.tgt_len, S = g.src_len;
     const bool per_batch_head = layout == 'a' && m.dimension() == 3;
     for (std::size_t b = 0; b < g.batch * g.heads; ++b)
-        for (std::size_t i = 0; i < L; ++i)
-            for (std::size_t j = 0; j < S; ++j) {
-                const std::size_t at = layout == 'k' ? (b / g.heads) * S + j
-                                       : per_batch_head ? (b * L + i) * S + j
-                                                        : i * S + j;
-                f(b, i, j, m.data()[at]);
-            }
+        for (std::size_t i = 0; i < L; ++i) {
+            const std::size_t row = layout == 'k' ? b / g.heads : per_batch_head ? b * L + i : i;
+            f(b, i, m.data() + row * S);
+        }
 }
 
 template <class A>
@@ -130,16 +129,18 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
     const std::size_t Sp = g.padded_src_len;
     if (m.ignore) {
         check_mask_shape(*m.ignore, layout, operand, "bool", g);
-        bool* p = out.ignore_for_writing();
-        for_each_mask_entry(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, std::size_t j, bool v) {
-            if (v) p[(b * g.tgt_len + i) * Sp + j] = true;
+        T* p = out.ignore_for_writing();
+        for_each_mask_row(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, const bool* v) {
+            T* row = p + (b * g.tgt_len + i) * Sp;
+            for (std::size_t j = 0; j < g.src_len; ++j) row[j] = v[j] ? T(1) : row[j];
         });
     }
     if (m.additive) {
         check_mask_shape(*m.additive, layout, operand, "float", g);
         T* p = out.additive_for_writing();
-        for_each_mask_entry(*m.additive, layout, g, [&](std::size_t b, std::size_t i, std::size_t j, T v) {
-            p[(b * g.tgt_len + i) * Sp + j] += v;
+        for_each_mask_row(*m.additive, layout, g, [&](std::size_t b, std::size_t i, const T* v) {
+            T* row = p + (b * g.tgt_len + i) * Sp;
+            for (std::size_t j = 0; j < g.src_len; ++j) row[j] += v[j];
         });
     }
 }
@@ -149,11 +150,11 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
 template <Real T, class Ignored>
 void merge_ignore_rule(ScoreMasks<T>& out, const MaskGeometry& g, Ignored ignored) {
     const std::size_t L = g.tgt_len, Sp = g.padded_src_len;
-    bool* p = out.ignore_for_writing();
+    T* p = out.ignore_for_writing();
     for (std::size_t b = 0; b < g.batch * g.heads; ++b)
         for (std::size_t i = 0; i < L; ++i)
             for (std::size_t j = 0; j < g.src_len; ++j)
-                if (ignored(b / g.heads, i, j)) p[(b * L + i) * Sp + j] = true;
+                if (ignored(b / g.heads, i, j)) p[(b * L + i) * Sp + j] = T(1);
 }
 
 inline void check_valid_lens(const xt::xarray<std::int64_t>& lens, const MaskGeometry& g) {
