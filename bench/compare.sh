@@ -4,6 +4,9 @@
 # median step time), the ratio xgrad/libtorch and xgrad's own counters.
 #   bench/compare.sh [--dtype float32|float64] [--threads T] [--rounds R] [--configs "tiny small detr base"]
 # Builds into build-bench/ with -Dlibtorch=enabled (needs Debian's libtorch-dev, about 1 GB).
+# Both programs run with OPENBLAS_NUM_THREADS=T and OMP_NUM_THREADS=T: torch::set_num_threads
+# alone leaves Debian's OpenBLAS on every core (perf shows a second thread doing GEMM work), so
+# a "1 thread" libtorch run would otherwise use two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dtype=float32 threads=1 rounds=3 configs="tiny small detr base"
@@ -36,6 +39,7 @@ echo "|---|---|---|---|---|---|---|---|"
 for name in $configs; do
     read -r B L E H steps <<<"${shape[$name]}"
     args=(--batch "$B" --seq "$L" --embed "$E" --heads "$H" --dtype "$dtype" --threads "$threads" --steps "$steps")
+    export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
     xs=() ts=() last_x="" last_t=""
     for ((r = 0; r < rounds; ++r)); do
         last_x=$(build-bench/src/xgrad bench "${args[@]}")
