@@ -47,7 +47,7 @@ for name in $configs; do
         xs+=("$(field median_us "$last_x")") ts+=("$(field median_us "$last_t")")
     done
     x=$(printf '%s\n' "${xs[@]}" | median) t=$(printf '%s\n' "${ts[@]}" | median)
-    printf '| %s (%s, %s, %s, %s) | %.0f | %.0f | %.3f | %s | %s | %s | %s / %s |\n' "$name" "$B" "$L" "$E" "$H" \
+    printf '| %s (%s, %s, %s, %s) | %.0f | %.0f | %.3f | %.1f | %.2f | %.0f | %.0f / %.0f |\n' "$name" "$B" "$L" "$E" "$H" \
         "$x" "$t" "$(awk -v a="$x" -v b="$t" 'BEGIN {print a / b}')" "$(field gflops "$last_x")" \
         "$(field blas_fraction "$last_x")" "$(field allocs_per_step "$last_x")" "$(field peak_rss_mb "$last_x")" \
         "$(field peak_rss_mb "$last_t")"

@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "alloc_count.hpp"
 #include "commands.hpp"
@@ -67,12 +68,12 @@ int run(const BenchOptions& o) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const auto& c = o.config;
-    fmt::print(
-        "{{\"impl\":\"xgrad\",\"B\":{},\"L\":{},\"E\":{},\"H\":{},\"dtype\":\"{}\",\"threads\":{},\"steps\":{},"
-        "\"median_us\":{:.1f},\"gflops\":{:.2f},\"blas_gflops\":{:.2f},\"blas_fraction\":{:.3f},"
-        "\"peak_rss_mb\":{:.1f},\"allocs_per_step\":{},\"last_loss\":{:.6g}}}\n",
-        c.batch, c.seq, c.embed, c.heads, o.dtype, o.threads, o.steps, median_us, gflops, blas, gflops / blas,
-        double(usage.ru_maxrss) / 1024.0, allocs_per_step, loss);
+    const nlohmann::ordered_json line = {
+        {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
+        {"threads", o.threads}, {"steps", o.steps}, {"median_us", median_us}, {"gflops", gflops},
+        {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
+        {"allocs_per_step", allocs_per_step}, {"last_loss", loss}};
+    fmt::print("{}\n", line.dump());
     return 0;
 }
 
