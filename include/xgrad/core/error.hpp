@@ -23,6 +23,10 @@ struct value_error : error {
 struct tape_error : error {
     using error::error;
 };
+// Anomaly mode (DetectAnomaly) found NaN or inf in an op's output or gradient.
+struct anomaly_error : error {
+    using error::error;
+};
 // Reading or writing a file failed (message names the file).
 struct io_error : error {
     using error::error;

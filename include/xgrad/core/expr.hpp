@@ -7,6 +7,7 @@
 #include <concepts>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include <boost/hana.hpp>
@@ -152,6 +153,22 @@ void backprop(const Expr<Op, Cs...>& e, const G& g) {
     });
 }
 
+// ---- name: the expression as a formula of op names, "log(mul(x, c))" (x a Var, c a constant) ----
+template <Real T, std::size_t N>
+std::string formula(const Var<T, N>*) {
+    return "x";
+}
+template <Real T>
+std::string formula(const Const<T>*) {
+    return "c";
+}
+template <class Op, class... Cs>
+std::string formula(const Expr<Op, Cs...>*) {
+    std::string args;
+    ((args += (args.empty() ? "" : ", ") + formula(static_cast<const Cs*>(nullptr))), ...);
+    return std::string(Op::name) + "(" + args + ")";
+}
+
 // The tape node of a materialized expression.
 template <class E>
 class ExprNode final : public TensorNode<typename E::value_type, E::rank> {
@@ -159,7 +176,10 @@ public:
     std::optional<E> expr;
     void backward() override { backprop(*expr, this->grad_buffer()); }
     void release_inputs() override { expr.reset(); }
-    const char* op_name() const override { return "elementwise"; }
+    const char* op_name() const override {
+        static const std::string name = "elementwise " + formula(static_cast<const E*>(nullptr));
+        return name.c_str();
+    }
 };
 
 // Materializes an expression into one node: one fused forward pass.

@@ -2,8 +2,11 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <typeinfo>
 #include <vector>
+
+#include "xgrad/core/error.hpp"
 
 namespace xgrad {
 
@@ -19,12 +22,40 @@ public:
     virtual void reset_grad() = 0;
     virtual bool has_grad() const = 0;
     virtual const char* op_name() const = 0;
+    // Anomaly mode: "" when the value (or, with in_grad, the gradient) is all finite, else the
+    // first offender and where, e.g. "NaN at element 3 of (2, 4)".
+    virtual std::string nonfinite(bool in_grad) const = 0;
+    // A value of -inf is a result, not an anomaly (log_softmax of a masked entry).
+    virtual bool allows_negative_infinity() const { return false; }
 
     bool requires_grad = false;
     bool is_leaf = true;
     bool stale = false;  // recorded on a tape that has since been cleared
     std::size_t tape_index = 0;  // position on its tape (meaningless for leaves)
 };
+
+namespace detail {
+inline bool& anomaly_mode() {
+    thread_local bool enabled = false;
+    return enabled;
+}
+// While an anomaly-mode backward runs: every node whose gradient buffer was touched, so the
+// gradients an op's backward wrote can be checked right after it.
+inline std::vector<Node*>*& anomaly_grad_writes() {
+    thread_local std::vector<Node*>* writes = nullptr;
+    return writes;
+}
+// "exp(x) (tape position 4)" for an op, "parameter" or "constant" for a leaf.
+inline std::string describe(const Node& n) {
+    return n.is_leaf ? std::string(n.op_name()) : n.op_name() + std::string(" (tape position ") +
+                                                      std::to_string(n.tape_index) + ")";
+}
+// Anomaly mode, forward: the op that just computed n must not have produced NaN or inf.
+inline void check_forward(const Node& n) {
+    if (const std::string what = n.nonfinite(false); !what.empty())
+        throw anomaly_error("anomaly: the forward of " + describe(n) + " produced " + what + " in its output");
+}
+}  // namespace detail
 
 // Records op nodes in order. clear() keeps the node objects: the next step's i-th node of the
 // same type reuses the i-th slot and its buffers, so a steady training loop stops allocating.
@@ -86,6 +117,7 @@ public:
     // Backpropagates from node `root` (whose gradient is already seeded): every recorded node
     // before it with a gradient passes it on, in reverse recording order.
     void run_backward(std::size_t root) {
+        if (detail::anomaly_mode()) return run_backward_checked(root);
         for (std::size_t i = root + 1; i-- > 0;) {
             Node& n = *nodes_[i];
             if (n.requires_grad && n.has_grad()) n.backward();
@@ -97,6 +129,29 @@ public:
     }
 
 private:
+    // Anomaly mode: the same walk, checking the seed and, after each op's backward, every gradient
+    // it wrote; the first NaN or inf names the op, the input and the tape positions.
+    void run_backward_checked(std::size_t root) {
+        if (const std::string what = nodes_[root]->nonfinite(true); !what.empty())
+            throw anomaly_error("anomaly: the gradient seeded into the output of " + detail::describe(*nodes_[root]) +
+                                " holds " + what);
+        std::vector<Node*> writes;
+        struct StopRecording {
+            ~StopRecording() { detail::anomaly_grad_writes() = nullptr; }
+        } stop;
+        detail::anomaly_grad_writes() = &writes;
+        for (std::size_t i = root + 1; i-- > 0;) {
+            Node& n = *nodes_[i];
+            if (!n.requires_grad || !n.has_grad()) continue;
+            writes.clear();
+            n.backward();
+            for (const Node* input : writes)
+                if (const std::string what = input->nonfinite(true); !what.empty())
+                    throw anomaly_error("anomaly: the backward of " + detail::describe(n) + " produced " + what +
+                                        " in the gradient of its input " + detail::describe(*input));
+        }
+    }
+
     std::vector<std::shared_ptr<Node>> nodes_;
     std::size_t size_ = 0;
 };
@@ -128,6 +183,24 @@ public:
 private:
     Tape* previous_;
 };
+
+// Inside this scope (like torch.autograd.detect_anomaly) every op recorded on the tape checks its
+// forward output, and every backward checks the gradients it writes: the first NaN or ±inf throws
+// an anomaly_error naming the op, its tape position, the shape and the element. Slow: debug only.
+class DetectAnomaly {
+public:
+    explicit DetectAnomaly(bool enabled = true) : previous_(detail::anomaly_mode()) {
+        detail::anomaly_mode() = enabled;
+    }
+    ~DetectAnomaly() { detail::anomaly_mode() = previous_; }
+    DetectAnomaly(const DetectAnomaly&) = delete;
+    DetectAnomaly& operator=(const DetectAnomaly&) = delete;
+
+private:
+    bool previous_;
+};
+inline bool anomaly_enabled() { return detail::anomaly_mode(); }
+inline void set_detect_anomaly(bool enabled) { detail::anomaly_mode() = enabled; }
 
 // Inside this scope ops compute values only: nothing is recorded, nothing requires grad.
 class NoGrad {

@@ -1,6 +1,7 @@
 // Var<T, N>: a handle to a node holding a value and (when it requires grad) a gradient.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <memory>
@@ -28,6 +29,7 @@ public:
 
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
     xt::xtensor<T, N>& grad_buffer() {
+        if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
         if (!grad_live_) {
             if (grad_.shape() != value.shape()) grad_.resize(value.shape());
             std::fill(grad_.begin(), grad_.end(), T(0));
@@ -38,6 +40,17 @@ public:
     bool has_grad() const override { return grad_live_; }
     const xt::xtensor<T, N>* grad_storage() const { return &grad_; }
     void reset_grad() override { grad_live_ = false; }
+    std::string nonfinite(bool in_grad) const override {
+        if (in_grad && !grad_live_) return "";
+        const auto& a = in_grad ? grad_ : value;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const T x = a.data()[i];
+            if (std::isfinite(x) || (x < 0 && std::isinf(x) && !in_grad && allows_negative_infinity())) continue;
+            return std::string(std::isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf") + " at element " + std::to_string(i) +
+                   " of " + shape_str(a.shape());
+        }
+        return "";
+    }
 
 private:
     xt::xtensor<T, N> grad_;
@@ -63,7 +76,10 @@ public:
     using node_type = TensorNode<T, N>;
 
     Var() = default;
-    explicit Var(std::shared_ptr<node_type> node) : node_(std::move(node)) {}
+    // Every op returns its freshly computed node through here: anomaly mode checks it.
+    explicit Var(std::shared_ptr<node_type> node) : node_(std::move(node)) {
+        if (detail::anomaly_mode() && node_ && !node_->is_leaf) detail::check_forward(*node_);
+    }
 
     // Materializes an elementwise expression: records ONE node (defined in expr.hpp).
     template <Expression E>

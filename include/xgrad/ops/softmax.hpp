@@ -39,6 +39,7 @@ public:
     std::vector<T> stats;  // per outer block: running max and sum, each of length inner
 
     const char* op_name() const override { return name; }
+    bool allows_negative_infinity() const override { return log; }  // log 0 of a masked entry
     void release_inputs() override { x = {}; }
 
     void forward() {
