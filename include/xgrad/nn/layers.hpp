@@ -118,6 +118,9 @@ struct PositionalEncoding {
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
         static_assert(N >= 2, "xgrad: PositionalEncoding needs an input of rank >= 2 (..., T, d)");
+        if (table.size() == 0)
+            throw value_error("PositionalEncoding: the module has no table (construct it with d_model and max_len)");
+        xgrad::detail::require_var(x, "PositionalEncoding", "x");
         const std::size_t steps = x.shape(N - 2), d = x.shape(N - 1);
         if (d != table.shape(1) || steps > table.shape(0))
             throw shape_error("PositionalEncoding: x " + shape_str(x.shape()) + " must be (..., T, " +

@@ -31,6 +31,7 @@ struct Linear {
 
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
+        xgrad::detail::require_var(weight, "Linear", "weight");  // a default-constructed module
         return bias ? linear(x, weight, bias) : linear(x, weight);
     }
     std::size_t in_features() const { return weight.shape(1); }

@@ -9,6 +9,8 @@
 // valid_lens(v) is d2l's. A fully masked row gives zero weights, zero output and zero gradient
 // (PyTorch gives NaN).
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <optional>
@@ -42,6 +44,7 @@ template <Real T, std::size_t N, SoftmaxMask... Masks>
 SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, double dropout_p,
                       std::optional<double> scale, Generator* gen, const char* op, const Masks&... masks) {
     static_assert(N >= 2, "xgrad: scaled_dot_product_attention needs q, k, v of rank >= 2 (..., L, E)");
+    require_var(q, op, "q"), require_var(k, op, "k"), require_var(v, op, "v");
     const auto &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
     const std::string who = op;
     if (sq[N - 1] != sk[N - 1])
@@ -56,7 +59,14 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     if (!(dropout_p >= 0 && dropout_p <= 1))
         throw value_error(who + ": dropout_p must be in [0, 1], got " + std::to_string(dropout_p));
     if (dropout_p > 0 && !gen) throw value_error(who + ": dropout_p > 0 needs a Generator");
+    if (scale && !std::isfinite(*scale))
+        throw value_error(who + ": scale must be finite, got " + std::to_string(*scale));
     const double s = scale ? *scale : 1.0 / std::sqrt(double(sq[N - 1]));
+    // the masks against the scores (..., L, S), so their errors name this op
+    std::array<std::size_t, N> scores_shape;
+    std::copy(sq.begin(), sq.end(), scores_shape.begin());
+    scores_shape[N - 1] = sk[N - 2];
+    (validate_mask<N>(masks, scores_shape, op), ...);
 
     // scores (..., L, S) = (q (..., L, E) · scale) · kᵀ (..., E, S)
     Var<T, N> qs = q * T(s);

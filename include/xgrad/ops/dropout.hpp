@@ -50,6 +50,7 @@ public:
 // p outside [0, 1] is a value_error.
 template <Real T, std::size_t N>
 Var<T, N> dropout(const Var<T, N>& x, double p, bool training, Generator& gen) {
+    detail::require_var(x, "dropout", "x");
     if (!(p >= 0 && p <= 1))
         throw value_error("dropout: probability p must be in [0, 1], got " + std::to_string(p));
     if (!training || p == 0) return x;

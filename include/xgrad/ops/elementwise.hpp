@@ -15,6 +15,12 @@ template <Expression A, class S>
 Const<typename A::value_type> as_const(S s) {
     return {static_cast<typename A::value_type>(s)};
 }
+// An operand joining an expression: an empty Var is a value_error naming the op (its shape is unknown).
+template <Expression A>
+const A& operand(const A& a, const char* op, const char* which) {
+    if constexpr (requires { a.node(); }) require_var(a, op, which);
+    return a;
+}
 }  // namespace detail
 
 #define XGRAD_UNARY_OP(NAME, F, D)                                   \
@@ -31,7 +37,7 @@ Const<typename A::value_type> as_const(S s) {
     };                                                               \
     template <Expression A>                                          \
     Expr<NAME##_op, A> NAME(const A& a) {                            \
-        return make_expr(NAME##_op{}, a);                            \
+        return make_expr(NAME##_op{}, detail::operand(a, #NAME, "operand")); \
     }
 
 #define XGRAD_BINARY_OP(NAME, SYMBOL, F, DA, DB)                                 \
@@ -52,17 +58,18 @@ Const<typename A::value_type> as_const(S s) {
     };                                                                           \
     template <Expression A, Expression B>                                        \
     Expr<NAME##_op, A, B> operator SYMBOL(const A& a, const B& b) {              \
-        return make_expr(NAME##_op{}, a, b);                                     \
+        return make_expr(NAME##_op{}, detail::operand(a, #NAME, "left operand"),   \
+                         detail::operand(b, #NAME, "right operand"));            \
     }                                                                            \
     template <Expression A, class S>                                             \
         requires std::is_arithmetic_v<S>                                         \
     auto operator SYMBOL(const A& a, S s) {                                      \
-        return make_expr(NAME##_op{}, a, detail::as_const<A>(s));                \
+        return make_expr(NAME##_op{}, detail::operand(a, #NAME, "left operand"), detail::as_const<A>(s)); \
     }                                                                            \
     template <Expression B, class S>                                             \
         requires std::is_arithmetic_v<S>                                         \
     auto operator SYMBOL(S s, const B& b) {                                      \
-        return make_expr(NAME##_op{}, detail::as_const<B>(s), b);                \
+        return make_expr(NAME##_op{}, detail::as_const<B>(s), detail::operand(b, #NAME, "right operand")); \
     }
 
 //              name     symbol  f(a, b)   df/da     df/db
@@ -105,7 +112,7 @@ struct pow_op {
 };
 template <Expression A>
 Expr<pow_op, A> pow(const A& a, double p) {
-    return make_expr(pow_op{p}, a);
+    return make_expr(pow_op{p}, detail::operand(a, "pow", "operand"));
 }
 
 }  // namespace xgrad

@@ -67,6 +67,8 @@ public:
 
 template <Real T, std::size_t NA, std::size_t NB>
 Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
+    require_var(a, "matmul", "a");
+    require_var(b, "matmul", "b");
     const auto& sa = a.shape();
     const auto& sb = b.shape();
     if (sa[NA - 1] != sb[NB - 2])
@@ -139,6 +141,9 @@ public:
 
 template <Real T, std::size_t N>
 Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>* bias) {
+    require_var(x, "linear", "x");
+    require_var(weight, "linear", "weight");
+    if (bias && !*bias) bias = nullptr;  // an empty bias Var means no bias
     const auto& sx = x.shape();
     const auto& sw = weight.shape();
     if (sw[1] != sx[N - 1])
@@ -150,11 +155,10 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
 
     const bool needs = any_requires_grad(x, weight) || (bias && bias->requires_grad());
     auto node = make_node<LinearNode<T, N>>(needs);
-    const bool has_bias = bias && *bias;
     if (node->requires_grad) {
         node->x = x;
         node->weight = weight;
-        node->bias = has_bias ? *bias : Var<T, 1>{};
+        node->bias = bias ? *bias : Var<T, 1>{};
     }
     node->rows = extent_product(sx, 0, N - 1);
     node->in = sx[N - 1];
@@ -163,7 +167,7 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
     std::copy(sx.begin(), sx.end(), shape.begin());
     shape[N - 1] = node->out;
     if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward(x.value().data(), weight.value().data(), has_bias ? bias->value().data() : nullptr);
+    node->forward(x.value().data(), weight.value().data(), bias ? bias->value().data() : nullptr);
     return Var<T, N>(node);
 }
 

@@ -86,6 +86,8 @@ public:
 
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMode mode) {
+    require_var(input, "mse_loss", "input");
+    require_var(target, "mse_loss", "target");
     if (input.shape() != target.shape())
         throw shape_error("mse_loss: input " + shape_str(input.shape()) + " and target " + shape_str(target.shape()) +
                           " must have the same shape");
@@ -175,6 +177,7 @@ template <std::size_t M, Real T, std::size_t R>
 Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets,
                              const CrossEntropyOptions& opt, LossMode mode) {
     static_assert(R >= 1, "xgrad: cross_entropy needs logits of rank >= 1: (C), (N, C) or (N, C, d1, ...)");
+    require_var(logits, "cross_entropy", "logits");
     const auto& ls = logits.shape();
     std::array<std::size_t, R - 1> expected;  // logits' shape without the class axis
     const std::size_t class_axis = R == 1 ? 0 : 1;

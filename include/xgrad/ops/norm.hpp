@@ -89,6 +89,7 @@ public:
 template <Real T, std::size_t N>
 Var<T, N> layer_norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var<T, 1>& bias, double eps) {
     static_assert(N >= 1, "xgrad: layer_norm needs an input of rank >= 1 (it normalizes the last axis)");
+    require_var(x, "layer_norm", "x");  // an empty weight or bias means none
     const std::size_t C = x.shape()[N - 1];
     for (const auto* p : {&weight, &bias})
         if (*p && p->shape()[0] != C)

@@ -101,16 +101,19 @@ Var<T, M> reduce(const Var<T, N>& x, Reduction kind, AxisSplit split, const Shap
 
 template <Real T, std::size_t N>
 Var<T, 0> reduce_all(const Var<T, N>& x, Reduction kind) {
+    require_var(x, reduction_name(kind), "x");
     return reduce<0>(x, kind, AxisSplit{1, x.size(), 1}, std::array<std::size_t, 0>{}, true);
 }
 template <Real T, std::size_t N>
 Var<T, N> reduce_all_keep(const Var<T, N>& x, Reduction kind) {
+    require_var(x, reduction_name(kind), "x");
     std::array<std::size_t, N> ones;
     ones.fill(1);
     return reduce<N>(x, kind, AxisSplit{1, x.size(), 1}, ones, true);
 }
 template <Real T, std::size_t N>
 Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
+    require_var(x, reduction_name(kind), "x");
     const std::size_t ax = resolve_axis(axis, N, reduction_name(kind));
     std::array<std::size_t, N - 1> shape;
     for (std::size_t k = 0, j = 0; k < N; ++k)
@@ -119,6 +122,7 @@ Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
 }
 template <Real T, std::size_t N>
 Var<T, N> reduce_axis_keep(const Var<T, N>& x, long axis, Reduction kind) {
+    require_var(x, reduction_name(kind), "x");
     const std::size_t ax = resolve_axis(axis, N, reduction_name(kind));
     std::array<std::size_t, N> shape;
     std::copy(x.shape().begin(), x.shape().end(), shape.begin());

@@ -59,6 +59,7 @@ std::array<std::size_t, 3> heads_shape3(const S& s) {
 // Y (new shape) = X (old shape) element by element; dX += dY element by element.
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> reshape(const Var<T, N>& x, const std::array<long, M>& shape) {
+    detail::require_var(x, "reshape", "x");
     const auto out = detail::reshape_target(x.shape(), x.size(), shape);
     detail::StridedMap map;
     map.push(x.size(), 1);
@@ -77,6 +78,7 @@ Var<T, M> reshape(const Var<T, N>& x, const long (&shape)[M]) {
 template <Real T, std::size_t N>
 Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
     static_assert(N <= detail::max_view_rank, "xgrad: permute supports rank <= 16");
+    detail::require_var(x, "permute", "x");
     std::array<bool, N> seen{};
     for (std::size_t k = 0; k < N; ++k) {
         if (order[k] >= N || seen[order[k]])
@@ -94,6 +96,7 @@ template <Real T, std::size_t N>
 Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
     static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
     static_assert(N <= detail::max_view_rank, "xgrad: transpose supports rank <= 16");
+    detail::require_var(x, "transpose", "x");
     const std::size_t a = detail::resolve_axis(dim0, N, "transpose"), b = detail::resolve_axis(dim1, N, "transpose");
     std::array<std::size_t, N> order, out;
     for (std::size_t k = 0; k < N; ++k) order[k] = k;
@@ -118,6 +121,7 @@ std::size_t head_dim(const S& s, std::size_t num_heads, const char* op) {
 template <Real T, std::size_t N>
 Var<T, 3> split_heads(const Var<T, N>& x, std::size_t num_heads) {
     static_assert(N == 3, "xgrad: split_heads needs a rank-3 input (B, T, H*D)");
+    detail::require_var(x, "split_heads", "x");
     const auto s = detail::heads_shape3(x.shape());
     const std::size_t D = detail::head_dim(s, num_heads, "split_heads");
     return detail::gather<3>(x, std::array<std::size_t, 3>{s[0] * num_heads, s[1], D},
@@ -127,6 +131,7 @@ Var<T, 3> split_heads(const Var<T, N>& x, std::size_t num_heads) {
 template <Real T, std::size_t N>
 Var<T, 4> split_heads4(const Var<T, N>& x, std::size_t num_heads) {
     static_assert(N == 3, "xgrad: split_heads4 needs a rank-3 input (B, T, H*D)");
+    detail::require_var(x, "split_heads4", "x");
     const auto s = detail::heads_shape3(x.shape());
     const std::size_t D = detail::head_dim(s, num_heads, "split_heads4");
     return detail::gather<4>(x, std::array<std::size_t, 4>{s[0], num_heads, s[1], D},
@@ -136,6 +141,7 @@ Var<T, 4> split_heads4(const Var<T, N>& x, std::size_t num_heads) {
 template <Real T, std::size_t N>
 Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads) {
     static_assert(N == 3, "xgrad: merge_heads needs a rank-3 input (B*H, T, D)");
+    detail::require_var(x, "merge_heads", "x");
     const auto s = detail::heads_shape3(x.shape());
     if (num_heads == 0) throw value_error("merge_heads: num_heads must be positive");
     if (s[0] % num_heads != 0)
@@ -149,6 +155,7 @@ Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads) {
 template <Real T, std::size_t N>
 Var<T, 3> merge_heads4(const Var<T, N>& x) {
     static_assert(N == 4, "xgrad: merge_heads4 needs a rank-4 input (B, H, T, D)");
+    detail::require_var(x, "merge_heads4", "x");
     const auto& s = x.shape();
     return detail::gather<3>(x, std::array<std::size_t, 3>{s[0], s[2], s[1] * s[3]},
                              detail::merge_heads_map(s[0], s[1], s[2], s[3]), "merge_heads4");
@@ -176,6 +183,7 @@ Var<T, N> take_range(const Var<T, N>& x, std::size_t ax, std::size_t start, std:
 template <Real T, std::size_t N>
 Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
     static_assert(N >= 1, "xgrad: slice needs rank >= 1");
+    detail::require_var(x, "slice", "x");
     const std::size_t ax = detail::resolve_axis(axis, N, "slice");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start, e = stop < 0 ? stop + size : stop;
@@ -189,6 +197,7 @@ Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
 template <Real T, std::size_t N>
 Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
     static_assert(N >= 1, "xgrad: narrow needs rank >= 1");
+    detail::require_var(x, "narrow", "x");
     const std::size_t ax = detail::resolve_axis(axis, N, "narrow");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start;
@@ -204,6 +213,7 @@ template <std::size_t M, Real T, std::size_t N>
 Var<T, M> expand(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
     static_assert(M >= N, "xgrad: expand cannot lower the rank (the target needs rank >= the input's)");
     static_assert(M <= detail::max_view_rank, "xgrad: expand supports rank <= 16");
+    detail::require_var(x, "expand", "x");
     std::size_t count;
     if (!detail::checked_numel(shape, count))
         throw shape_error("expand: cannot broadcast x of shape " + shape_str(x.shape()) + " to " + shape_str(shape) +

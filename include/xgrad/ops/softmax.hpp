@@ -123,6 +123,7 @@ template <Real T, std::size_t N>
 Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
     static_assert(N >= 1, "xgrad: softmax and log_softmax need rank >= 1");
     const char* name = log ? "log_softmax" : "softmax";
+    require_var(x, name, "x");
     const std::size_t ax = resolve_axis(axis, N, name);
     auto node = make_node<SoftmaxNode<T, N>>(x.requires_grad());
     node->x = node->requires_grad ? x : Var<T, N>{};
@@ -138,9 +139,11 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
 
 // ---- masks: validate against the scores' shape, then write -inf (or add the bias) into them ----
 
-// Strides of a mask broadcast (numpy, right-aligned) to `shape`: 0 along broadcast axes.
+// Strides of a mask broadcast (numpy, right-aligned) to `shape`: 0 along broadcast axes. `op` names
+// the caller in errors (masked_softmax, or scaled_dot_product_attention validating first).
 template <std::size_t N, class U, std::size_t M, class S>
-std::array<std::size_t, N> broadcast_strides(const xt::xtensor<U, M>& mask, const S& shape, const char* what) {
+std::array<std::size_t, N> broadcast_strides(const xt::xtensor<U, M>& mask, const S& shape, const char* what,
+                                             const char* op = "masked_softmax") {
     static_assert(M <= N, "xgrad: masked_softmax: a mask cannot have more axes than the scores");
     std::array<std::size_t, N> strides{};
     std::size_t stride = 1;
@@ -148,7 +151,7 @@ std::array<std::size_t, N> broadcast_strides(const xt::xtensor<U, M>& mask, cons
         const std::size_t k = j + (N - M);
         const std::size_t dm = mask.shape()[j];
         if (dm != shape[k] && dm != 1)
-            throw shape_error(std::string("masked_softmax: ") + what + " of shape " + shape_str(mask.shape()) +
+            throw shape_error(std::string(op) + ": " + what + " of shape " + shape_str(mask.shape()) +
                               " does not broadcast to the scores of shape " + shape_str(shape));
         strides[k] = dm == 1 ? 0 : stride;
         stride *= dm;
@@ -177,30 +180,30 @@ void for_each_masked_row(xt::xtensor<T, N>& scores, const xt::xtensor<U, M>& mas
 }
 
 template <std::size_t N, class S, std::size_t M>
-void validate_mask(const IgnoreMask<M>& m, const S& shape) {
-    broadcast_strides<N>(m.mask, shape, "ignore_mask");
+void validate_mask(const IgnoreMask<M>& m, const S& shape, const char* op) {
+    broadcast_strides<N>(m.mask, shape, "ignore_mask", op);
 }
 template <std::size_t N, class S, std::size_t M>
-void validate_mask(const KeepMask<M>& m, const S& shape) {
-    broadcast_strides<N>(m.mask, shape, "keep_mask");
+void validate_mask(const KeepMask<M>& m, const S& shape, const char* op) {
+    broadcast_strides<N>(m.mask, shape, "keep_mask", op);
 }
 template <std::size_t N, class S, class U, std::size_t M>
-void validate_mask(const AdditiveMask<U, M>& m, const S& shape) {
-    broadcast_strides<N>(m.bias, shape, "additive_mask");
+void validate_mask(const AdditiveMask<U, M>& m, const S& shape, const char* op) {
+    broadcast_strides<N>(m.bias, shape, "additive_mask", op);
 }
 template <std::size_t N, class S>
-void validate_mask(causal_t, const S&) {
+void validate_mask(causal_t, const S&, const char*) {
     static_assert(N >= 2, "xgrad: masked_softmax with causal needs scores of rank >= 2 (..., L, S)");
 }
 template <std::size_t N, class S, std::size_t V>
-void validate_mask(const ValidLens<V>& v, const S& shape) {
+void validate_mask(const ValidLens<V>& v, const S& shape, const char* op) {
     static_assert(V >= 1 && V < N,
                   "xgrad: masked_softmax: valid_lens must have rank 1 .. rank(scores) - 1 (d2l: (B,) or (B, Q))");
     if (!std::equal(v.lens.shape().begin(), v.lens.shape().end(), shape.begin()))
-        throw shape_error("masked_softmax: valid_lens of shape " + shape_str(v.lens.shape()) +
+        throw shape_error(std::string(op) + ": valid_lens of shape " + shape_str(v.lens.shape()) +
                           " must equal the leading axes of the scores of shape " + shape_str(shape));
     for (std::int64_t len : v.lens)
-        if (len < 0) throw value_error("masked_softmax: valid_lens holds a negative length " + std::to_string(len));
+        if (len < 0) throw value_error(std::string(op) + ": valid_lens holds a negative length " + std::to_string(len));
 }
 
 template <Real T, std::size_t N, std::size_t M>
@@ -260,7 +263,8 @@ template <Real T, std::size_t N, SoftmaxMask... Masks>
     requires(sizeof...(Masks) >= 1)
 Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
     static_assert(N >= 1, "xgrad: masked_softmax needs rank >= 1");
-    (detail::validate_mask<N>(masks, x.shape()), ...);  // throws before anything is recorded
+    detail::require_var(x, "masked_softmax", "x");
+    (detail::validate_mask<N>(masks, x.shape(), "masked_softmax"), ...);  // throws before anything is recorded
     auto node = make_node<detail::SoftmaxNode<T, N>>(x.requires_grad());
     node->x = node->requires_grad ? x : Var<T, N>{};
     node->log = false;

@@ -103,6 +103,8 @@ private:
         if (!(o.momentum >= 0)) throw value_error("SGD: momentum must be >= 0, got " + std::to_string(o.momentum));
         if (!(o.weight_decay >= 0))
             throw value_error("SGD: weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+        if (!std::isfinite(o.dampening))
+            throw value_error("SGD: dampening must be finite, got " + std::to_string(o.dampening));
         if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
             throw value_error("SGD: nesterov needs momentum > 0 and dampening == 0, got momentum " +
                               std::to_string(o.momentum) + " and dampening " + std::to_string(o.dampening));
