@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/error.hpp"
 
 namespace xgrad {
 
@@ -30,6 +35,28 @@ public:
         const double u1 = 1.0 - uniform();  // (0, 1]
         const double u2 = uniform();
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+    // The whole state (the seed, then the engine's words) as numbers, for checkpoints: a generator
+    // given it by set_state continues exactly where this one is.
+    std::vector<std::uint64_t> state() const {
+        std::ostringstream text;
+        text << engine_;
+        std::vector<std::uint64_t> words{seed_};
+        std::istringstream in(text.str());
+        for (std::uint64_t w; in >> w;) words.push_back(w);
+        return words;
+    }
+    void set_state(const std::vector<std::uint64_t>& words) {
+        std::mt19937_64 restored;
+        std::ostringstream text;
+        for (std::size_t i = 1; i < words.size(); ++i) text << words[i] << ' ';
+        std::istringstream in(text.str());
+        in >> restored;
+        if (words.size() != state().size() || in.fail())
+            throw value_error("Generator::set_state: expected " + std::to_string(state().size()) +
+                              " numbers (the seed and the engine state), got " + std::to_string(words.size()));
+        seed_ = words[0];
+        engine_ = restored;
     }
     // The underlying engine, for std:: distributions.
     std::mt19937_64& engine() { return engine_; }

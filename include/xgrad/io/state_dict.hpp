@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xgrad/io/npz.hpp"
@@ -34,19 +35,24 @@ void save_state_dict(const M& m, const std::filesystem::path& path, bool compres
     write_npz(path, state_dict(m), compress);
 }
 
+// A training checkpoint (io/checkpoint.hpp) is a state dict plus entries under this prefix, which
+// no parameter name can start with; loading a state dict from a file skips them.
+inline constexpr std::string_view train_state_prefix = "train_state/";
+inline bool is_train_state_key(const std::string& key) { return key.starts_with(train_state_prefix); }
+
 struct LoadStateDictOptions {
     bool convert_dtype = false;  // accept float32 arrays for double parameters and vice versa
 };
 
-// Copies every parameter of m from `arrays` in place (storage is kept, so optimizers stay valid).
-// Every parameter must be present with its exact shape and dtype and no key may be left over;
-// otherwise one io_error lists every missing key, unexpected key and mismatch, and m is unchanged.
+// Checks that `arrays` fits m: every parameter present with its exact shape and dtype and no key
+// left over; otherwise one io_error (prefixed by `source`) lists every missing key, unexpected key
+// and mismatch.
 template <class M>
     requires Module<M>
-void load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, LoadStateDictOptions opts = {},
-                     const std::string& source = "state dict") {
+void check_state_dict(const M& m, const std::map<std::string, NpyArray>& arrays, LoadStateDictOptions opts = {},
+                      const std::string& source = "state dict") {
     std::vector<std::string> missing, mismatched, seen;
-    for_each_parameter(m, [&](const std::string& name, auto& var) {
+    for_each_parameter(m, [&](const std::string& name, const auto& var) {
         using T = typename std::remove_cvref_t<decltype(var)>::value_type;
         const auto it = arrays.find(name);
         if (it == arrays.end()) return missing.push_back(name);
@@ -63,19 +69,27 @@ void load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, LoadSt
     std::vector<std::string> unexpected;
     for (const auto& [key, a] : arrays)
         if (std::find(seen.begin(), seen.end(), key) == seen.end()) unexpected.push_back(key);
-    if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-        auto join = [](const std::vector<std::string>& v) {
-            std::string s;
-            for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-            return s;
-        };
-        std::string msg = source + ": cannot load the state dict:";
-        if (!missing.empty()) msg += " missing keys: " + join(missing) + ";";
-        if (!unexpected.empty()) msg += " unexpected keys: " + join(unexpected) + ";";
-        if (!mismatched.empty()) msg += " " + join(mismatched) + ";";
-        msg.pop_back();
-        throw io_error(msg);
-    }
+    if (missing.empty() && unexpected.empty() && mismatched.empty()) return;
+    auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return s;
+    };
+    std::string msg = source + ": cannot load the state dict:";
+    if (!missing.empty()) msg += " missing keys: " + join(missing) + ";";
+    if (!unexpected.empty()) msg += " unexpected keys: " + join(unexpected) + ";";
+    if (!mismatched.empty()) msg += " " + join(mismatched) + ";";
+    msg.pop_back();
+    throw io_error(msg);
+}
+
+// Copies every parameter of m from `arrays` in place (storage is kept, so optimizers stay valid)
+// after check_state_dict: on any problem m is unchanged.
+template <class M>
+    requires Module<M>
+void load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, LoadStateDictOptions opts = {},
+                     const std::string& source = "state dict") {
+    check_state_dict(m, arrays, opts, source);
     for_each_parameter(m, [&](const std::string& name, auto& var) {
         using T = typename std::remove_cvref_t<decltype(var)>::value_type;
         arrays.at(name).copy_to<T>(var.value().data(), opts.convert_dtype);
@@ -85,7 +99,9 @@ void load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, LoadSt
 template <class M>
     requires Module<M>
 void load_state_dict(M& m, const std::filesystem::path& path, LoadStateDictOptions opts = {}) {
-    load_state_dict(m, read_npz(path), opts, path.string());
+    auto arrays = read_npz(path);
+    std::erase_if(arrays, [](const auto& entry) { return is_train_state_key(entry.first); });
+    load_state_dict(m, arrays, opts, path.string());
 }
 
 }  // namespace xgrad::io

@@ -1,0 +1,241 @@
+// Training checkpoints: everything a run needs to continue bit for bit, in one .npz written
+// atomically (a killed save leaves the previous file, never a broken one):
+//
+//   <parameter name>                        the model's state dict (torch names), as save_state_dict
+//   train_state/step                        int64 ()   optimizer steps taken so far
+//   train_state/optimizer/lr                float64 ()
+//   train_state/optimizer/<param>/<buffer>  Adam/AdamW: step (int64 ()), exp_avg, exp_avg_sq
+//                                           [, max_exp_avg_sq]; SGD: momentum_buffer
+//   train_state/rng/<name>                  int64 (n,) a Generator's state() (the words' bits)
+//
+//   io::save_checkpoint("ckpt.npz", model, adam, step, {{"data", &data_gen}});
+//   step = io::load_checkpoint("ckpt.npz", model, adam, {{"data", &data_gen}});
+//
+// load_state_dict and numpy see the parameters (the train_state/ entries are skipped there).
+// load_checkpoint checks everything first and changes nothing unless all of it fits: one io_error
+// names the file and every missing, unexpected or mismatched entry.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/io/state_dict.hpp"
+#include "xgrad/optim/adam.hpp"
+#include "xgrad/optim/sgd.hpp"
+
+namespace xgrad::io {
+
+// The generators a checkpoint saves and restores, by name.
+using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+
+namespace detail {
+
+inline const std::string optimizer_prefix = std::string(train_state_prefix) + "optimizer/";
+inline const std::string rng_prefix = std::string(train_state_prefix) + "rng/";
+
+template <class V>
+NpyArray scalar_array(V v) {
+    NpyArray a;
+    a.dtype = dtype_of<V>();
+    a.bytes.resize(sizeof(V));
+    std::memcpy(a.bytes.data(), &v, sizeof(V));
+    return a;
+}
+
+// Reads entries out of a checkpoint's arrays; every problem is collected, not thrown, so one
+// message can list them all.
+class EntryReader {
+public:
+    explicit EntryReader(const std::map<std::string, NpyArray>& arrays) : arrays_(arrays) {}
+
+    const NpyArray* find(const std::string& key) {
+        const auto it = arrays_.find(key);
+        if (it == arrays_.end()) return nullptr;
+        used_.insert(key);
+        return &it->second;
+    }
+    const NpyArray* need(const std::string& key) {
+        const NpyArray* a = find(key);
+        if (!a) problems.push_back("missing " + key);
+        return a;
+    }
+    // A () array of V, or nullopt (with a problem recorded).
+    template <class V>
+    std::optional<V> scalar(const std::string& key) {
+        const NpyArray* a = need(key);
+        if (!a) return std::nullopt;
+        if (!a->shape.empty() || a->dtype != dtype_of<V>()) {
+            problems.push_back(key + " must be a () " + dtype_name(dtype_of<V>()) + " array, got " +
+                               dtype_name(a->dtype) + " " + shape_str(a->shape));
+            return std::nullopt;
+        }
+        V v;
+        a->copy_to<V>(&v);
+        return v;
+    }
+    // An array of T shaped `shape`, or nullopt (with a problem recorded).
+    template <class T>
+    std::optional<xt::xarray<T>> buffer(const std::string& key, const std::vector<std::size_t>& shape,
+                                        bool required = true) {
+        const NpyArray* a = required ? need(key) : find(key);
+        if (!a) return std::nullopt;
+        if (a->shape != shape || a->dtype != dtype_of<T>()) {
+            problems.push_back(key + " is " + dtype_name(a->dtype) + " " + shape_str(a->shape) + ", expected " +
+                               dtype_name(dtype_of<T>()) + " " + shape_str(shape));
+            return std::nullopt;
+        }
+        return a->as_xarray<T>();
+    }
+    // Keys under `prefix` that nothing asked for.
+    void report_unused(const std::string& prefix) {
+        for (const auto& [key, a] : arrays_)
+            if (key.compare(0, prefix.size(), prefix) == 0 && !used_.count(key)) problems.push_back("unexpected " + key);
+    }
+    // Parameter names that have entries under optimizer_prefix.
+    std::set<std::string> optimizer_parameters() const {
+        std::set<std::string> names;
+        for (const auto& [key, a] : arrays_) {
+            if (key.compare(0, optimizer_prefix.size(), optimizer_prefix) != 0) continue;
+            const auto slash = key.rfind('/');
+            if (slash > optimizer_prefix.size()) names.insert(key.substr(optimizer_prefix.size(), slash - optimizer_prefix.size()));
+        }
+        return names;
+    }
+
+    std::vector<std::string> problems;
+
+private:
+    const std::map<std::string, NpyArray>& arrays_;
+    std::set<std::string> used_;
+};
+
+// ---- per-optimizer state <-> entries: one pair of overloads per state type ----
+template <Real T>
+void put_state(std::map<std::string, NpyArray>& out, const std::string& at, const optim::AdamState<T>& s) {
+    out.emplace(at + "step", scalar_array(s.step));
+    out.emplace(at + "exp_avg", NpyArray::from(s.exp_avg));
+    out.emplace(at + "exp_avg_sq", NpyArray::from(s.exp_avg_sq));
+    if (s.max_exp_avg_sq) out.emplace(at + "max_exp_avg_sq", NpyArray::from(*s.max_exp_avg_sq));
+}
+template <Real T>
+optim::AdamState<T> get_state(EntryReader& r, const std::string& at, const std::vector<std::size_t>& shape,
+                              const optim::AdamState<T>*) {
+    optim::AdamState<T> s;
+    s.step = r.scalar<std::int64_t>(at + "step").value_or(0);
+    if (s.step < 0) r.problems.push_back(at + "step is negative");
+    s.exp_avg = r.buffer<T>(at + "exp_avg", shape).value_or(xt::xarray<T>());
+    s.exp_avg_sq = r.buffer<T>(at + "exp_avg_sq", shape).value_or(xt::xarray<T>());
+    s.max_exp_avg_sq = r.buffer<T>(at + "max_exp_avg_sq", shape, false);
+    return s;
+}
+template <Real T>
+void put_state(std::map<std::string, NpyArray>& out, const std::string& at, const optim::SGDState<T>& s) {
+    if (s.momentum_buffer) out.emplace(at + "momentum_buffer", NpyArray::from(*s.momentum_buffer));
+}
+template <Real T>
+optim::SGDState<T> get_state(EntryReader& r, const std::string& at, const std::vector<std::size_t>& shape,
+                             const optim::SGDState<T>*) {
+    return {r.buffer<T>(at + "momentum_buffer", shape, false)};
+}
+
+}  // namespace detail
+
+// Saves model parameters, optimizer state, generators and the step count to `path` (atomic).
+template <class M, class Opt>
+    requires Module<M>
+void save_checkpoint(const std::filesystem::path& path, const M& model, const Opt& optimizer, std::int64_t step,
+                     const NamedGenerators& generators = {}, bool compress = false) {
+    auto arrays = state_dict(model);
+    arrays.emplace(std::string(train_state_prefix) + "step", detail::scalar_array(step));
+    arrays.emplace(detail::optimizer_prefix + "lr", detail::scalar_array(optimizer.lr()));
+    for (const auto& [pname, s] : optimizer.state()) detail::put_state(arrays, detail::optimizer_prefix + pname + "/", s);
+    for (const auto& [name, gen] : generators) {
+        std::vector<std::int64_t> words;
+        for (std::uint64_t w : gen->state()) words.push_back(std::bit_cast<std::int64_t>(w));
+        arrays.emplace(detail::rng_prefix + name, NpyArray::from(xt::adapt(words, {words.size()})));
+    }
+    write_npz(path, arrays, compress);
+}
+
+// Restores what save_checkpoint wrote into model, optimizer and generators; returns the step.
+// All or nothing: on any problem one io_error lists them all and nothing is changed.
+template <class M, class Opt>
+    requires Module<M>
+std::int64_t load_checkpoint(const std::filesystem::path& path, M& model, Opt& optimizer,
+                             const NamedGenerators& generators = {}) {
+    const std::string file = path.string();
+    const auto arrays = read_npz(path);
+    detail::EntryReader r(arrays);
+    const auto step = r.scalar<std::int64_t>(std::string(train_state_prefix) + "step");
+    if (step && *step < 0) r.problems.push_back(std::string(train_state_prefix) + "step is negative");
+    const auto lr = r.scalar<double>(detail::optimizer_prefix + "lr");
+    if (lr && !(*lr >= 0)) r.problems.push_back(detail::optimizer_prefix + "lr must be >= 0");
+
+    using State = std::remove_cvref_t<decltype(optimizer.state())>;
+    State state;
+    const auto known = r.optimizer_parameters();
+    for (const auto& p : optimizer.parameters()) {
+        if (!known.count(p.name)) continue;  // never stepped: no state, as in torch
+        const auto* tag = static_cast<const typename State::mapped_type*>(nullptr);
+        state.emplace(p.name, detail::get_state(r, detail::optimizer_prefix + p.name + "/", p.shape, tag));
+    }
+    std::vector<std::vector<std::uint64_t>> rng_states;
+    for (const auto& [name, gen] : generators) {
+        const NpyArray* a = r.need(detail::rng_prefix + name);
+        const std::size_t expected = gen->state().size();
+        if (!a) continue;
+        if (a->dtype != Dtype::int64 || a->shape != std::vector<std::size_t>{expected}) {
+            r.problems.push_back(detail::rng_prefix + name + " is " + dtype_name(a->dtype) + " " +
+                                 shape_str(a->shape) + ", expected int64 (" + std::to_string(expected) + ",)");
+            continue;
+        }
+        std::vector<std::int64_t> words(expected);
+        a->copy_to<std::int64_t>(words.data());
+        auto& out = rng_states.emplace_back();
+        for (std::int64_t w : words) out.push_back(std::bit_cast<std::uint64_t>(w));
+    }
+    r.report_unused(std::string(train_state_prefix));
+
+    // The parameters: the same checks as load_state_dict, before anything is written.
+    std::map<std::string, NpyArray> parameters;
+    for (const auto& [key, a] : arrays)
+        if (!is_train_state_key(key)) parameters.emplace(key, a);
+    try {
+        check_state_dict(model, parameters, {});
+    } catch (const io_error& e) {
+        r.problems.push_back(e.what());
+    }
+    if (!r.problems.empty()) {
+        std::string msg = file + ": cannot load the checkpoint:";
+        for (const auto& p : r.problems) msg += " " + p + ";";
+        msg.pop_back();
+        throw io_error(msg);
+    }
+    // Everything fits: the generators' states are re-validated by set_state before anything changes.
+    std::vector<Generator> restored;
+    for (std::size_t i = 0; i < generators.size(); ++i) {
+        restored.push_back(*generators[i].second);
+        try {
+            restored.back().set_state(rng_states[i]);
+        } catch (const value_error& e) {
+            throw io_error(file + ": " + detail::rng_prefix + generators[i].first + ": " + e.what());
+        }
+    }
+    optimizer.load_state(state);
+    optimizer.set_lr(*lr);
+    load_state_dict(model, parameters, {}, file);
+    for (std::size_t i = 0; i < generators.size(); ++i) *generators[i].second = restored[i];
+    return *step;
+}
+
+}  // namespace xgrad::io
