@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <string>
@@ -176,6 +177,18 @@ TEST_CASE("checkpoint: a bad file names every problem and changes nothing") {
     CHECK(m3.find("train_state/rng/data is int64 (3,), expected int64 (" + std::to_string(run.data.state().size()) +
                   ",)") != std::string::npos);
     CHECK(m3.find("in.weight has dtype float32, the model expects float64") != std::string::npos);
+
+    const auto f4 = variant("nonfinite.npz", [](auto& a) {
+        auto bias = a.at("out.bias").template as_xarray<double>();
+        bias(1) = std::nan("");
+        a["out.bias"] = io::NpyArray::from(bias);
+        auto m = a.at("train_state/optimizer/in.weight/exp_avg").template as_xarray<double>();
+        m(2, 1) = -INFINITY;
+        a["train_state/optimizer/in.weight/exp_avg"] = io::NpyArray::from(m);
+    });
+    const std::string m4 = load_error(f4);
+    CHECK(m4.find("out.bias: element 1 is NaN") != std::string::npos);
+    CHECK(m4.find("train_state/optimizer/in.weight/exp_avg: element 7 is -inf") != std::string::npos);
 
     CHECK(load_error(dir.path / "absent.npz") == (dir.path / "absent.npz").string() + ": no such file");
 }

@@ -181,6 +181,10 @@ TEST_CASE("npy: bad input is an io_error naming the file and the problem") {
     expect_bad_npy(dir, "overflow.npy",
                    npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", f8x2),
                    "too many elements");
+    // numpy's element limit holds also when a zero dim leaves nothing to store (xtensor's strides must fit)
+    expect_bad_npy(dir, "empty_overflow.npy",
+                   npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", ""),
+                   "too many elements");
     expect_bad_npy(dir, "huge_dim.npy",
                    npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,), }", f8x2),
                    "dimension too large");
@@ -250,6 +254,25 @@ TEST_CASE("npz: bad archives are io_errors naming the file") {
     CHECK(msg.find("damaged.npz:fc1.weight.npy") != std::string::npos);
     CHECK(io_error_of([&] { io::read_npz(dir.path / "absent.npz"); }).find("absent.npz: no such file") !=
           std::string::npos);
+    // an entry inflating past the size its headers declare is stopped one chunk past that size
+    std::map<std::string, io::NpyArray> big;
+    big["w"] = io::NpyArray::from(xt::xtensor<double, 1>(xt::zeros<double>({100000})));
+    io::write_npz(dir.path / "big.npz", big, true);
+    std::string lying = xgrad::testing::read_bytes(dir.path / "big.npz");
+    auto set_u32 = [&](std::size_t at, std::uint32_t v) {
+        for (int k = 0; k < 4; ++k) lying[at + k] = char((v >> (8 * k)) & 0xff);
+    };
+    set_u32(lying.find("PK\x03\x04") + 22, 1000);  // local header: uncompressed size
+    set_u32(lying.find("PK\x01\x02") + 24, 1000);  // central directory: the same
+    write_bytes(dir.path / "lying.npz", lying);
+    CHECK(io_error_of([&] { io::read_npz(dir.path / "lying.npz"); })
+              .find("lying.npz:w.npy: the entry holds more than the 1000 bytes its header says") != std::string::npos);
+    // the same archives parsed from memory give the same arrays and the same messages, under the given name
+    const auto* bytes = reinterpret_cast<const std::byte*>(full.data());
+    CHECK(io::parse_npz(bytes, full.size(), "mem.npz").at("fc2.bias").as<double, 1>()(1) == 3.0);
+    CHECK(io_error_of([&] { io::parse_npz(bytes, full.size() / 2, "mem.npz"); }).find("mem.npz: not a readable") == 0);
+    const auto* broken = reinterpret_cast<const std::byte*>(damaged.data());
+    CHECK(io_error_of([&] { io::parse_npz(broken, damaged.size(), "mem.npz"); }).find("mem.npz:fc1.weight.npy") == 0);
 }
 
 TEST_CASE("state dict: save, load, numpy-written files, dtype conversion on request") {
@@ -337,6 +360,10 @@ TEST_CASE("attention config: parses every field; bad configs name the file and t
         {edited("\"bias\": true", "\"bias\": true, \"dropout\": 0.1"), "unknown field \"dropout\""},
         {edited("}", ""), "malformed JSON"},
         {"[1, 2]", "must be a JSON object"},
+        {edited("\"vdim\": 5", "\"vdim\": 1e400"), "malformed JSON"},  // out of double's range
+        // a structured value is named by its type: printing a deeply nested one would exhaust the stack
+        {edited("\"vdim\": 5", "\"vdim\": " + std::string(100000, '[') + std::string(100000, ']')),
+         "field \"vdim\" must be a positive integer or null, got an array"},
     };
     for (const auto& [text, why] : bad) {
         const std::string msg = io_error_of([&] { io::parse_attention_config(text, "dir/config.json"); });

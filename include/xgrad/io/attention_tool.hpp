@@ -54,14 +54,9 @@ inline void expect_shape(const NpyArray& a, const std::vector<std::size_t>& want
 }
 
 // Every element finite; masks may hold -inf (ignore) but not NaN or +inf.
-template <Real T>
-void expect_finite(const NpyArray& a, bool allow_minus_inf = false) {
-    std::vector<T> v(a.size());
-    a.copy_to<T>(v.data());
-    for (std::size_t i = 0; i < v.size(); ++i)
-        if (!std::isfinite(v[i]) && !(allow_minus_inf && v[i] < 0))
-            throw io_error(a.source + ": element " + std::to_string(i) + " is " + (std::isnan(v[i]) ? "NaN" : "inf") +
-                           "; inputs must be finite");
+inline void expect_finite(const NpyArray& a, bool allow_minus_inf = false) {
+    if (const auto bad = a.first_nonfinite(allow_minus_inf))
+        throw io_error(a.source + ": " + *bad + "; inputs must be finite");
 }
 
 template <Real T>
@@ -87,7 +82,7 @@ std::optional<nn::AttentionMask<T>> read_mask(const fs::path& in, const std::str
     if (a->dtype == Dtype::bool8) return nn::AttentionMask<T>::from_bool(a->as_xarray<bool>());
     if (!a->is_float()) throw io_error(a->source + ": a mask must be bool or float, got " + dtype_name(a->dtype));
     expect_dtype<T>(*a, run_source);
-    expect_finite<T>(*a, true);
+    expect_finite(*a, true);
     return nn::AttentionMask<T>::from_float(a->as_xarray<T>());
 }
 
@@ -163,10 +158,10 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
                                                 : std::vector<std::size_t>{S, dim};
         expect_shape(a, want, batched ? "(batch size from query.npy, last dimension from config.json)"
                                       : "(last dimension from config.json)");
-        expect_finite<T>(a);
+        expect_finite(a);
         return a;
     };
-    expect_finite<T>(query_file);
+    expect_finite(query_file);
     const NpyArray key_file = input("key", kdim), value_file = input("value", vdim);
     const std::size_t S = key_file.shape[batched && o.batch_first ? 1 : 0];
     if (value_file.shape[batched && o.batch_first ? 1 : 0] != S)
@@ -175,7 +170,7 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
     const NpyArray grad_file = *read_input(in, "grad_output");
     expect_dtype<T>(grad_file, run_source);
     expect_shape(grad_file, qs, "(the output's shape, as query.npy)");
-    expect_finite<T>(grad_file);
+    expect_finite(grad_file);
 
     nn::MhaForwardOptions<T> fopts;
     fopts.need_weights = cfg.need_weights;
@@ -192,7 +187,7 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
         NpyArray a = *read_input(in, name);
         expect_dtype<T>(a, run_source);
         expect_shape(a, std::vector<std::size_t>(var.shape().begin(), var.shape().end()), "(from config.json)");
-        expect_finite<T>(a);
+        expect_finite(a);
         a.copy_to(var.value().data());
     });
     if (!fs::is_directory(out.has_parent_path() ? out.parent_path() : fs::path(".")))

@@ -13,7 +13,7 @@
 //
 // load_state_dict and numpy see the parameters (the train_state/ entries are skipped there).
 // load_checkpoint checks everything first and changes nothing unless all of it fits: one io_error
-// names the file and every missing, unexpected or mismatched entry.
+// names the file and every missing, unexpected, mismatched or non-finite entry.
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -94,6 +94,7 @@ public:
                                dtype_name(dtype_of<T>()) + " " + shape_str(shape));
             return std::nullopt;
         }
+        if (const auto bad = a->first_nonfinite()) problems.push_back(key + ": " + *bad);
         return a->as_xarray<T>();
     }
     // Keys under `prefix` that nothing asked for.
@@ -215,6 +216,9 @@ std::int64_t load_checkpoint(const std::filesystem::path& path, M& model, Opt& o
     } catch (const io_error& e) {
         r.problems.push_back(e.what());
     }
+    // A diverged run's NaN would only come back as a NaN loss: refuse it here, by name.
+    for (const auto& [key, a] : parameters)
+        if (const auto bad = a.first_nonfinite()) r.problems.push_back(key + ": " + *bad);
     if (!r.problems.empty()) {
         std::string msg = file + ": cannot load the checkpoint:";
         for (const auto& p : r.problems) msg += " " + p + ";";

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "xgrad/core/error.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/attention_options.hpp"
 
 namespace xgrad::io {
 
@@ -38,6 +38,11 @@ public:
     [[noreturn]] void fail(const std::string& field, const std::string& what) const {
         throw io_error(src_ + ": field \"" + field + "\" " + what);
     }
+    // The offending value for a message: a scalar as JSON, an array or object by its type only
+    // (dump() recurses, and a deeply nested value would overflow the stack).
+    static std::string shown(const nlohmann::json& v) {
+        return v.is_structured() ? std::string("an ") + v.type_name() : v.dump();
+    }
     const nlohmann::json& get(const std::string& field) const {
         const auto it = j_.find(field);
         if (it == j_.end()) fail(field, "is missing");
@@ -45,20 +50,20 @@ public:
     }
     bool boolean(const std::string& field) const {
         const auto& v = get(field);
-        if (!v.is_boolean()) fail(field, "must be true or false, got " + v.dump());
+        if (!v.is_boolean()) fail(field, "must be true or false, got " + shown(v));
         return v.get<bool>();
     }
     std::size_t positive(const std::string& field) const {
         const auto& v = get(field);
         if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 40))
-            fail(field, "must be a positive integer, got " + v.dump());
+            fail(field, "must be a positive integer, got " + shown(v));
         return std::size_t(v.get<long long>());
     }
     std::optional<std::size_t> positive_or_null(const std::string& field) const {
         if (get(field).is_null()) return std::nullopt;
         const auto& v = get(field);
         if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 40))
-            fail(field, "must be a positive integer or null, got " + v.dump());
+            fail(field, "must be a positive integer or null, got " + shown(v));
         return std::size_t(v.get<long long>());
     }
 
@@ -74,7 +79,7 @@ inline AttentionConfig parse_attention_config(const std::string& text, const std
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
         throw io_error(source + ": malformed JSON: " + e.what());
     }
     if (!j.is_object()) throw io_error(source + ": the config must be a JSON object, got " + std::string(j.type_name()));

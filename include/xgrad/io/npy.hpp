@@ -9,27 +9,23 @@
 // widened to int64). C order only. Nothing is allocated beyond the bytes the file holds.
 #pragma once
 #include <array>
-#include <atomic>
 #include <bit>
-#include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/io/file.hpp"
 
 namespace xgrad::io {
 
@@ -103,7 +99,7 @@ struct NpyArray {
         if (dtype == want) {
             if constexpr (std::is_same_v<T, bool>) {
                 for (std::size_t i = 0; i < n; ++i) dst[i] = bytes[i] != std::byte{0};
-            } else {
+            } else if (n > 0) {  // an empty array's buffers may be null pointers, which memcpy must not get
                 std::memcpy(dst, bytes.data(), n * sizeof(T));
             }
             return;
@@ -119,6 +115,17 @@ struct NpyArray {
             }
         }
         throw io_error(source + ": has dtype " + dtype_name(dtype) + ", expected " + dtype_name(want));
+    }
+
+    // "element i is NaN" (or "inf", "-inf") for the first non-finite element of a float array, -inf
+    // passing when allow_minus_inf (a mask's "ignore"); nullopt when there is none or no float dtype.
+    std::optional<std::string> first_nonfinite(bool allow_minus_inf = false) const {
+        for (std::size_t i = 0, n = is_float() ? size() : 0; i < n; ++i) {
+            const double v = dtype == Dtype::float32 ? double(load<float>(i)) : load<double>(i);
+            if (std::isfinite(v) || (allow_minus_inf && v < 0)) continue;
+            return "element " + std::to_string(i) + " is " + (std::isnan(v) ? "NaN" : v < 0 ? "-inf" : "inf");
+        }
+        return std::nullopt;
     }
 
     // An NpyArray holding a copy of an xtensor/xarray container (row-major iteration order).
@@ -302,14 +309,17 @@ inline NpyArray parse_npy(const std::byte* data, std::size_t size, const std::st
     a.dtype = detail::dtype_from_descr(header.descr, source, widen);
     if (header.fortran_order) throw io_error(source + ": fortran_order=True (column-major) arrays are not supported");
     a.shape = header.shape;
-    std::size_t count = 1;
-    for (auto d : a.shape)
-        if (__builtin_mul_overflow(count, d, &count))
+    // numpy's limit, kept also when a zero dim leaves no elements: the nonzero dims multiply to at most
+    // PTRDIFF_MAX / 8, so xtensor's strides (signed products of the dims) and any 8-byte copy fit.
+    constexpr std::size_t max_elements = std::size_t(std::numeric_limits<std::ptrdiff_t>::max()) / 8;
+    std::size_t count = 1, nonzero = 1;
+    for (auto d : a.shape) {
+        if (d != 0 && (__builtin_mul_overflow(nonzero, d, &nonzero) || nonzero > max_elements))
             throw io_error(source + ": shape " + shape_str(a.shape) + " has too many elements");
+        count *= d;  // at most nonzero
+    }
     const std::size_t stored_item = widen ? 4 : itemsize(a.dtype);
-    std::size_t need = 0;
-    if (__builtin_mul_overflow(count, stored_item, &need))
-        throw io_error(source + ": shape " + shape_str(a.shape) + " has too many elements");
+    const std::size_t need = count * stored_item;
     const std::size_t have = size - data_offset;
     if (need > have)
         throw io_error(source + ": truncated data: shape " + shape_str(a.shape) + " of " + header.descr + " needs " +
@@ -329,23 +339,6 @@ inline NpyArray parse_npy(const std::byte* data, std::size_t size, const std::st
         }
     }
     return a;
-}
-
-// The whole content of a regular file.
-inline std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) throw io_error(path.string() + ": no such file");
-    if (!std::filesystem::is_regular_file(path, ec)) throw io_error(path.string() + ": not a regular file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw io_error(path.string() + ": cannot open: " + std::strerror(errno));
-    in.seekg(0, std::ios::end);
-    const auto end = in.tellg();
-    in.seekg(0, std::ios::beg);
-    if (end < 0) throw io_error(path.string() + ": cannot determine the file size");
-    std::vector<std::byte> bytes(static_cast<std::size_t>(end));
-    if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size())))
-        throw io_error(path.string() + ": read failed");
-    return bytes;
 }
 
 inline NpyArray read_npy(const std::filesystem::path& path) {
@@ -373,39 +366,6 @@ inline std::vector<std::byte> encode_npy(const NpyArray& a) {
     std::memcpy(out.data() + prefix, header.data(), hl);
     if (!a.bytes.empty()) std::memcpy(out.data() + total, a.bytes.data(), a.bytes.size());
     return out;
-}
-
-// Writes `size` bytes to `path` through a temporary file in the same directory and a rename, so a
-// reader never sees a half-written file and a failed write leaves nothing behind.
-inline void write_file_atomic(const std::filesystem::path& path, const void* data, std::size_t size) {
-    static std::atomic<std::size_t> counter{0};
-    const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    const auto tmp = dir / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(counter++));
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) throw io_error(path.string() + ": cannot create a temporary file: " + std::strerror(errno));
-    const char* p = static_cast<const char*>(data);
-    std::size_t left = size;
-    int err = 0;
-    while (left > 0) {
-        const ssize_t w = ::write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            err = errno;
-            break;
-        }
-        p += w, left -= std::size_t(w);
-    }
-    if (!err && ::fsync(fd) != 0) err = errno;
-    if (::close(fd) != 0 && !err) err = errno;
-    std::error_code ec;
-    if (!err) {
-        std::filesystem::rename(tmp, path, ec);
-        if (!ec) return;
-    }
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw io_error(path.string() + ": write failed: " + (err ? std::string(std::strerror(err)) : ec.message()));
 }
 
 inline void write_npy(const std::filesystem::path& path, const NpyArray& a) {

@@ -1,6 +1,7 @@
 // .npz archives (a zip of .npy files, as numpy.savez / savez_compressed write them) with libzip.
 //
 //   auto arrays = io::read_npz("ckpt.npz");   // {"fc.weight": NpyArray, ...}, names without ".npy"
+//   auto same = io::parse_npz(bytes.data(), bytes.size(), "ckpt.npz");  // an archive held in memory
 //   io::write_npz("ckpt.npz", arrays);        // stored; write_npz(path, arrays, true) deflates
 #pragma once
 #include <cstddef>
@@ -33,6 +34,49 @@ struct ZipFileClose {
     void operator()(zip_file_t* f) const { zip_fclose(f); }
 };
 
+// Every .npy entry of an open archive, keyed by entry name without the ".npy" suffix; `file` names
+// the archive in messages ("file: ..." and "file:entry.npy: ...").
+inline std::map<std::string, NpyArray> read_npz_entries(zip_t* za, const std::string& file) {
+    std::map<std::string, NpyArray> out;
+    const zip_int64_t n = zip_get_num_entries(za, 0);
+    for (zip_int64_t i = 0; i < n; ++i) {
+        zip_stat_t st;
+        zip_stat_init(&st);
+        if (zip_stat_index(za, zip_uint64_t(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME))
+            throw io_error(file + ": cannot read entry " + std::to_string(i) + ": " + zip_strerror(za));
+        const std::string name = st.name;
+        if (!name.empty() && name.back() == '/') continue;  // a directory entry
+        const std::string source = file + ":" + name;
+        if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0)
+            throw io_error(source + ": the entry is not an .npy file");
+        const std::string key = name.substr(0, name.size() - 4);
+        if (out.count(key)) throw io_error(source + ": duplicate entry");
+        std::unique_ptr<zip_file_t, ZipFileClose> zf(zip_fopen_index(za, zip_uint64_t(i), 0));
+        if (!zf) throw io_error(source + ": cannot open the entry: " + zip_strerror(za));
+        // Grow the buffer with what actually decompresses, and stop one chunk past the declared size: a
+        // lying size field allocates nothing up front, and a small archive cannot inflate into gigabytes.
+        const bool sized = st.valid & ZIP_STAT_SIZE;
+        std::vector<std::byte> bytes;
+        constexpr std::size_t chunk = std::size_t(1) << 16;
+        while (true) {
+            const std::size_t at = bytes.size();
+            bytes.resize(at + chunk);
+            const zip_int64_t got = zip_fread(zf.get(), bytes.data() + at, chunk);
+            if (got < 0) throw io_error(source + ": cannot read the entry: " + zip_file_strerror(zf.get()));
+            bytes.resize(at + std::size_t(got));
+            if (got == 0) break;
+            if (sized && bytes.size() > st.size)
+                throw io_error(source + ": the entry holds more than the " + std::to_string(st.size) +
+                               " bytes its header says");
+        }
+        if (sized && st.size != bytes.size())
+            throw io_error(source + ": the entry holds " + std::to_string(bytes.size()) + " bytes, its header says " +
+                           std::to_string(st.size));
+        out.emplace(key, parse_npy(bytes.data(), bytes.size(), source));
+    }
+    return out;
+}
+
 }  // namespace detail
 
 // Every array of an .npz file, keyed by entry name without the ".npy" suffix.
@@ -44,39 +88,25 @@ inline std::map<std::string, NpyArray> read_npz(const std::filesystem::path& pat
     int code = 0;
     std::unique_ptr<zip_t, detail::ZipDiscard> za(zip_open(file.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
     if (!za) throw io_error(file + ": not a readable npz (zip) archive: " + detail::zip_code_message(code));
-    std::map<std::string, NpyArray> out;
-    const zip_int64_t n = zip_get_num_entries(za.get(), 0);
-    for (zip_int64_t i = 0; i < n; ++i) {
-        zip_stat_t st;
-        zip_stat_init(&st);
-        if (zip_stat_index(za.get(), zip_uint64_t(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME))
-            throw io_error(file + ": cannot read entry " + std::to_string(i) + ": " + zip_strerror(za.get()));
-        const std::string name = st.name;
-        if (!name.empty() && name.back() == '/') continue;  // a directory entry
-        const std::string source = file + ":" + name;
-        if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0)
-            throw io_error(source + ": the entry is not an .npy file");
-        const std::string key = name.substr(0, name.size() - 4);
-        if (out.count(key)) throw io_error(source + ": duplicate entry");
-        std::unique_ptr<zip_file_t, detail::ZipFileClose> zf(zip_fopen_index(za.get(), zip_uint64_t(i), 0));
-        if (!zf) throw io_error(source + ": cannot open the entry: " + zip_strerror(za.get()));
-        // Grow the buffer with what actually decompresses: a lying size field allocates nothing.
-        std::vector<std::byte> bytes;
-        constexpr std::size_t chunk = std::size_t(1) << 16;
-        while (true) {
-            const std::size_t at = bytes.size();
-            bytes.resize(at + chunk);
-            const zip_int64_t got = zip_fread(zf.get(), bytes.data() + at, chunk);
-            if (got < 0) throw io_error(source + ": cannot read the entry: " + zip_file_strerror(zf.get()));
-            bytes.resize(at + std::size_t(got));
-            if (got == 0) break;
-        }
-        if ((st.valid & ZIP_STAT_SIZE) && st.size != bytes.size())
-            throw io_error(source + ": the entry holds " + std::to_string(bytes.size()) + " bytes, its header says " +
-                           std::to_string(st.size));
-        out.emplace(key, parse_npy(bytes.data(), bytes.size(), source));
+    return detail::read_npz_entries(za.get(), file);
+}
+
+// The arrays of an .npz image held in memory (`size` bytes at `data`, which must stay valid for the
+// call); `source` names it in messages as read_npz names the file.
+inline std::map<std::string, NpyArray> parse_npz(const std::byte* data, std::size_t size, const std::string& source) {
+    zip_error_t err;
+    zip_error_init(&err);
+    zip_source_t* src = zip_source_buffer_create(data, size, 0, &err);
+    zip_t* za = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err) : nullptr;
+    if (!za) {
+        if (src) zip_source_free(src);  // not taken over by a failed zip_open_from_source
+        const std::string msg = zip_error_strerror(&err);
+        zip_error_fini(&err);
+        throw io_error(source + ": not a readable npz (zip) archive: " + msg);
     }
-    return out;
+    zip_error_fini(&err);
+    const std::unique_ptr<zip_t, detail::ZipDiscard> owner(za);  // zip_discard also frees the source
+    return detail::read_npz_entries(za, source);
 }
 
 // Writes `arrays` as <name>.npy entries of a zip archive (stored, or deflated when `compress`),
