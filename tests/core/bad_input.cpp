@@ -56,9 +56,9 @@ TEST_CASE("bad input: elementwise broadcasting and empty operands") {
 
 TEST_CASE("bad input: sum, mean and max") {
     const auto x = ones<3>({2, 3, 4});
-    CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for rank 3", value_error);
-    CHECK_THROWS_WITH_AS(mean(x, -4, keepdims), "mean: axis -4 is out of range for rank 3", value_error);
-    CHECK_THROWS_WITH_AS(max(x * 2.0, 5), "max: axis 5 is out of range for rank 3", value_error);
+    CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for x of shape (2, 3, 4)", value_error);
+    CHECK_THROWS_WITH_AS(mean(x, -4, keepdims), "mean: axis -4 is out of range for x of shape (2, 3, 4)", value_error);
+    CHECK_THROWS_WITH_AS(max(x * 2.0, 5), "max: axis 5 is out of range for x of shape (2, 3, 4)", value_error);
     CHECK_THROWS_WITH_AS(max(ones<2>({2, 0}), 1),
                          "max: cannot reduce over an empty axis of operand of shape (2, 0)", shape_error);
     CHECK_THROWS_WITH_AS(max(ones<2>({0, 3})), "max: cannot reduce over an empty axis of operand of shape (0, 3)",
@@ -106,7 +106,7 @@ TEST_CASE("bad input: shape ops") {
                          value_error);
     CHECK_THROWS_WITH_AS(permute(x, {0, 2}), "permute: (0, 2) is not a permutation of the 2 axes of x (2, 3)",
                          value_error);
-    CHECK_THROWS_WITH_AS(transpose(x, 0, 2), "transpose: axis 2 is out of range for rank 2", value_error);
+    CHECK_THROWS_WITH_AS(transpose(x, 0, 2), "transpose: axis 2 is out of range for x of shape (2, 3)", value_error);
     CHECK_THROWS_WITH_AS(split_heads(x3, 0), "split_heads: num_heads must be positive", value_error);
     CHECK_THROWS_WITH_AS(split_heads(x3, 4),
                          "split_heads: the last dim of x (2, 3, 6) is not divisible by num_heads 4", shape_error);
@@ -120,13 +120,13 @@ TEST_CASE("bad input: shape ops") {
                          "concat: input 1 has shape (2, 4) but input 0 has shape (2, 3); all dims except axis 0 "
                          "must match",
                          shape_error);
-    CHECK_THROWS_WITH_AS(concat({x, x}, -3), "concat: axis -3 is out of range for rank 2", value_error);
+    CHECK_THROWS_WITH_AS(concat({x, x}, -3), "concat: axis -3 is out of range for input 0 of shape (2, 3)", value_error);
     CHECK_THROWS_WITH_AS(concat({x, Var<double, 2>{}}, 0),
                          "concat: input 1 is an empty Var (default-constructed or moved from)", value_error);
     CHECK_THROWS_WITH_AS(slice(x, 1, 3, 1), "slice: range [3, 1) is invalid for axis 1 of x (2, 3)", value_error);
     CHECK_THROWS_WITH_AS(slice(x, 1, 0, 4), "slice: range [0, 4) is invalid for axis 1 of x (2, 3)", value_error);
     CHECK_THROWS_WITH_AS(slice(x, 1, -4, 2), "slice: range [-4, 2) is invalid for axis 1 of x (2, 3)", value_error);
-    CHECK_THROWS_WITH_AS(slice(x, 2, 0, 1), "slice: axis 2 is out of range for rank 2", value_error);
+    CHECK_THROWS_WITH_AS(slice(x, 2, 0, 1), "slice: axis 2 is out of range for x of shape (2, 3)", value_error);
     CHECK_THROWS_WITH_AS(narrow(x, 1, 2, 2), "narrow: start 2 and length 2 are out of range for axis 1 of x (2, 3)",
                          value_error);
     CHECK_THROWS_WITH_AS(narrow(x, 0, 0, -1), "narrow: start 0 and length -1 are out of range for axis 0 of x (2, 3)",
@@ -150,8 +150,8 @@ TEST_CASE("bad input: shape ops") {
 
 TEST_CASE("bad input: softmax, log_softmax, masked_softmax and every mask type") {
     const auto x = ones<3>({2, 3, 4});
-    CHECK_THROWS_WITH_AS(softmax(x, 3), "softmax: axis 3 is out of range for rank 3", value_error);
-    CHECK_THROWS_WITH_AS(log_softmax(x, -4), "log_softmax: axis -4 is out of range for rank 3", value_error);
+    CHECK_THROWS_WITH_AS(softmax(x, 3), "softmax: axis 3 is out of range for x of shape (2, 3, 4)", value_error);
+    CHECK_THROWS_WITH_AS(log_softmax(x, -4), "log_softmax: axis -4 is out of range for x of shape (2, 3, 4)", value_error);
     CHECK_THROWS_WITH_AS(masked_softmax(x, ignore_mask(B2({3, 5}, false))),
                          "masked_softmax: ignore_mask of shape (3, 5) does not broadcast to the scores of shape "
                          "(2, 3, 4)",

@@ -56,7 +56,7 @@ TEST_CASE("reductions pass gradcheck on two shapes, every axis, with and without
 
 TEST_CASE("an axis out of range is a value_error naming the op") {
     auto x = constant(T3(std::array<std::size_t, 3>{2, 3, 4}));
-    CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for rank 3", value_error);
+    CHECK_THROWS_WITH_AS(sum(x, 3), "sum: axis 3 is out of range for x of shape (2, 3, 4)", value_error);
     CHECK_THROWS_AS(mean(x, -4), value_error);
     auto empty = constant(T2(std::array<std::size_t, 2>{0, 3}));
     CHECK_THROWS_WITH_AS(max(empty), "max: cannot reduce over an empty axis of operand of shape (0, 3)", shape_error);

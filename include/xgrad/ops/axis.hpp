@@ -13,12 +13,14 @@ inline constexpr keepdims_t keepdims{};
 
 namespace detail {
 
-// Resolves a possibly negative axis against rank `rank`; `op` names the op in the error.
-inline std::size_t resolve_axis(long axis, std::size_t rank, const char* op) {
-    const long r = static_cast<long>(rank);
+// Resolves a possibly negative axis against the rank of `shape`; the error names the op and the
+// operand with its shape ("sum: axis 3 is out of range for x of shape (2, 3)").
+template <class S>
+std::size_t resolve_axis(long axis, const S& shape, const char* op, const char* operand = "x") {
+    const long r = static_cast<long>(shape.size());
     if (axis < -r || axis >= r)
-        throw value_error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                          std::to_string(rank));
+        throw value_error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for " + operand +
+                          " of shape " + shape_str(shape));
     return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
 }
 

@@ -114,7 +114,7 @@ Var<T, N> reduce_all_keep(const Var<T, N>& x, Reduction kind) {
 template <Real T, std::size_t N>
 Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
     require_var(x, reduction_name(kind), "x");
-    const std::size_t ax = resolve_axis(axis, N, reduction_name(kind));
+    const std::size_t ax = resolve_axis(axis, x.shape(), reduction_name(kind));
     std::array<std::size_t, N - 1> shape;
     for (std::size_t k = 0, j = 0; k < N; ++k)
         if (k != ax) shape[j++] = x.shape()[k];
@@ -123,7 +123,7 @@ Var<T, N - 1> reduce_axis(const Var<T, N>& x, long axis, Reduction kind) {
 template <Real T, std::size_t N>
 Var<T, N> reduce_axis_keep(const Var<T, N>& x, long axis, Reduction kind) {
     require_var(x, reduction_name(kind), "x");
-    const std::size_t ax = resolve_axis(axis, N, reduction_name(kind));
+    const std::size_t ax = resolve_axis(axis, x.shape(), reduction_name(kind));
     std::array<std::size_t, N> shape;
     std::copy(x.shape().begin(), x.shape().end(), shape.begin());
     shape[ax] = 1;

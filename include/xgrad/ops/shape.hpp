@@ -97,7 +97,8 @@ Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
     static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
     static_assert(N <= detail::max_view_rank, "xgrad: transpose supports rank <= 16");
     detail::require_var(x, "transpose", "x");
-    const std::size_t a = detail::resolve_axis(dim0, N, "transpose"), b = detail::resolve_axis(dim1, N, "transpose");
+    const std::size_t a = detail::resolve_axis(dim0, x.shape(), "transpose"),
+                      b = detail::resolve_axis(dim1, x.shape(), "transpose");
     std::array<std::size_t, N> order, out;
     for (std::size_t k = 0; k < N; ++k) order[k] = k;
     std::swap(order[a], order[b]);
@@ -184,7 +185,7 @@ template <Real T, std::size_t N>
 Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
     static_assert(N >= 1, "xgrad: slice needs rank >= 1");
     detail::require_var(x, "slice", "x");
-    const std::size_t ax = detail::resolve_axis(axis, N, "slice");
+    const std::size_t ax = detail::resolve_axis(axis, x.shape(), "slice");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start, e = stop < 0 ? stop + size : stop;
     if (b < 0 || b > e || e > size)
@@ -198,7 +199,7 @@ template <Real T, std::size_t N>
 Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
     static_assert(N >= 1, "xgrad: narrow needs rank >= 1");
     detail::require_var(x, "narrow", "x");
-    const std::size_t ax = detail::resolve_axis(axis, N, "narrow");
+    const std::size_t ax = detail::resolve_axis(axis, x.shape(), "narrow");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start;
     if (b < 0 || b > size || length < 0 || length > size - b)

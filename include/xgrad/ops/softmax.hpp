@@ -124,7 +124,7 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
     static_assert(N >= 1, "xgrad: softmax and log_softmax need rank >= 1");
     const char* name = log ? "log_softmax" : "softmax";
     require_var(x, name, "x");
-    const std::size_t ax = resolve_axis(axis, N, name);
+    const std::size_t ax = resolve_axis(axis, x.shape(), name);
     auto node = make_node<SoftmaxNode<T, N>>(x.requires_grad());
     node->x = node->requires_grad ? x : Var<T, N>{};
     node->log = log;
