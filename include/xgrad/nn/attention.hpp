@@ -30,6 +30,7 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/attention_core.hpp"
 #include "xgrad/nn/attention_mask.hpp"
+#include "xgrad/nn/attention_options.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
@@ -39,14 +40,6 @@
 #include "xgrad/ops/shape.hpp"
 
 namespace xgrad::nn {
-
-struct MultiheadAttentionOptions {
-    std::size_t embed_dim = 0, num_heads = 1;
-    double dropout = 0;
-    bool bias = true, add_bias_kv = false, add_zero_attn = false;
-    std::optional<std::size_t> kdim{}, vdim{};  // nullopt = embed_dim
-    bool batch_first = false;
-};
 
 template <Real T>
 struct MhaForwardOptions {
