@@ -44,7 +44,7 @@ GradcheckResult check_mha(const Mha& m, std::array<std::size_t, N> qs, std::arra
         randn<N>(qs, 1), randn<N>(ks, 2), randn<N>(vs, 3), flatten_parameters(m));
 }
 
-const Register reg{{
+const Register registered_attention{{
     {"scaled_dot_product_attention", "(2,3,4)x(2,5,4)x(2,5,3)",
      [] {
          return gradcheck([](const auto& q, const auto& k, const auto& v) { return scaled_dot_product_attention(q, k, v); },

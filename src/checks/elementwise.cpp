@@ -4,7 +4,7 @@
 namespace xgrad::checks {
 namespace {
 
-const Register reg{{
+const Register registered_elementwise{{
     {"add (broadcast bias)", "(3,4)+(4,)", [] { return gradcheck([](auto& a, auto& b) { return a + b; }, randn<2>({3, 4}), randn<1>({4}, 2)); }},
     {"sub (size-1 dims)", "(3,1)-(1,4)", [] { return gradcheck([](auto& a, auto& b) { return a - b; }, randn<2>({3, 1}), randn<2>({1, 4}, 2)); }},
     {"mul (scalar operand)", "(2,3,4)*()", [] { return gradcheck([](auto& a, auto& s) { return a * s; }, randn<3>({2, 3, 4}), randn<0>({}, 2)); }},

@@ -13,7 +13,7 @@ const auto mm = [](auto& a, auto& b) { return matmul(a, b); };
 const auto lin = [](auto& x, auto& w, auto& b) { return linear(x, w, b); };
 const auto lin_nobias = [](auto& x, auto& w) { return linear(x, w); };
 
-const Register reg{{
+const Register registered_linalg{{
     {"matmul", "(3,4)x(4,2)", [] { return gradcheck(mm, randn<2>(S2{3, 4}, 1), randn<2>(S2{4, 2}, 2)); }},
     {"matmul", "(2,3,4)x(2,4,2)", [] { return gradcheck(mm, randn<3>(S3{2, 3, 4}, 3), randn<3>(S3{2, 4, 2}, 4)); }},
     {"matmul", "(2,2,2,3)x(2,2,3,2)",

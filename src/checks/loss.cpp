@@ -9,7 +9,7 @@ namespace {
 
 using I64 = std::int64_t;
 
-const Register reg{{
+const Register registered_loss{{
     {"mse_loss", "(3,4) mean, target Var",
      [] {
          return gradcheck([](auto& x, auto& t) { return mse_loss(x, t); }, randn<2>({3, 4}, 1), randn<2>({3, 4}, 2));

@@ -20,7 +20,7 @@ auto layer_norm_module(const Var<double, N>& x, const Var<double, 1>& w, const V
     return ln(x);
 }
 
-const Register reg{{
+const Register registered_nn_layers{{
     {"embedding", "(4,3) by indices (2,3) with repeats",
      [] {
          const Idx2 idx{{0, 3, 3}, {2, 0, 3}};

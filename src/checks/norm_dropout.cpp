@@ -16,7 +16,7 @@ GradcheckResult check_dropout(auto x, double p) {
         x);
 }
 
-const Register reg{{
+const Register registered_norm_dropout{{
     {"layer_norm", "(4,5) affine (5) (5)",
      [] {
          return gradcheck([](auto& x, auto& w, auto& b) { return layer_norm(x, w, b); }, randn<2>({4, 5}, 1),

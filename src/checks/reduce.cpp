@@ -4,7 +4,7 @@
 namespace xgrad::checks {
 namespace {
 
-const Register reg{{
+const Register registered_reduce{{
     {"sum (all)", "(2,3,4)", [] { return gradcheck([](auto& a) { return sum(a); }, randn<3>({2, 3, 4})); }},
     {"sum (axis 1)", "(2,3,4)", [] { return gradcheck([](auto& a) { return sum(a, 1); }, randn<3>({2, 3, 4})); }},
     {"mean (all, keepdims)", "(3,5)", [] { return gradcheck([](auto& a) { return mean(a, keepdims); }, randn<2>({3, 5})); }},

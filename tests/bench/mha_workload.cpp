@@ -8,6 +8,9 @@
 
 #include "mha_workload.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_bench_mha_workload {
+
 namespace {
 
 using namespace xgrad;
@@ -67,3 +70,5 @@ TEST_CASE("bench workload: useful FLOPs of the tiny configuration") {
     CHECK(bench::useful_flops({.batch = 2, .seq = 6, .embed = 100, .heads = 5}) ==
           doctest::Approx(720000.0 + 240000 + 28800 + 720000 + 480000 + 57600));
 }
+
+}  // namespace test_bench_mha_workload

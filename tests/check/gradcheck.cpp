@@ -3,6 +3,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_check_gradcheck {
+
 using namespace xgrad;
 
 namespace {
@@ -84,3 +87,5 @@ TEST_CASE("the reported worst element is the one furthest past its tolerance") {
     CHECK(r.numeric == doctest::Approx(60));
     CHECK(r.failure.find("index (1,)") != std::string::npos);
 }
+
+}  // namespace test_check_gradcheck

@@ -7,6 +7,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_core_anomaly {
+
 using namespace xgrad;
 using T1 = xt::xtensor<double, 1>;
 using T2 = xt::xtensor<double, 2>;
@@ -140,3 +143,5 @@ TEST_CASE("anomaly: an attention training step with a fully masked query row sta
     CHECK_NOTHROW(backward(loss));
     CHECK(std::isfinite(loss.value()()));
 }
+
+}  // namespace test_core_anomaly

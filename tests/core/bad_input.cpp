@@ -11,6 +11,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_core_bad_input {
+
 using namespace xgrad;
 
 namespace {
@@ -262,3 +265,5 @@ TEST_CASE("bad input: dropout, layer_norm and embedding") {
     CHECK_THROWS_WITH_AS(embedding(Var<double, 2>{}, I1{0}),
                          "embedding: weight is an empty Var (default-constructed or moved from)", value_error);
 }
+
+}  // namespace test_core_bad_input

@@ -10,6 +10,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_core_bad_input_nn {
+
 using namespace xgrad;
 
 namespace {
@@ -360,3 +363,5 @@ TEST_CASE("bad input: clip_grad_norm and WarmupCosine") {
                          "WarmupCosine: base_lr and min_lr must be >= 0, got 0.001000 and nan", value_error);
     CHECK_NOTHROW(WarmupCosine(1e-3, 0, 0).lr(3));  // no steps at all: min_lr, no division by zero
 }
+
+}  // namespace test_core_bad_input_nn

@@ -5,6 +5,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_core_expr {
+
 using namespace xgrad;
 using T1 = xt::xtensor<double, 1>;
 using T2 = xt::xtensor<double, 2>;
@@ -103,3 +106,5 @@ TEST_CASE("incompatible broadcast shapes throw, naming the op and both shapes") 
                          shape_error);
     CHECK_THROWS_WITH_AS(eval(exp(a) * b), doctest::Contains("mul: cannot broadcast"), shape_error);
 }
+
+}  // namespace test_core_expr

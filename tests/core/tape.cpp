@@ -3,6 +3,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_core_tape {
+
 using namespace xgrad;
 using T2 = xt::xtensor<double, 2>;
 
@@ -185,3 +188,5 @@ TEST_CASE("a tape holding a very long chain is destroyed without deep recursion"
     }
     CHECK(w.value()(0, 0) == 1.0);
 }
+
+}  // namespace test_core_tape

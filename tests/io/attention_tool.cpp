@@ -11,6 +11,9 @@
 #include "io_test_util.hpp"
 #include "xgrad/io/attention_tool.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_io_attention_tool {
+
 using namespace xgrad;
 using xgrad::testing::ScratchDir;
 namespace fs = std::filesystem;
@@ -194,3 +197,5 @@ TEST_CASE("attention tool: bad input names the file or field and writes nothing"
         CHECK(c.error().find("exists and is not a directory") != std::string::npos);
     }
 }
+
+}  // namespace test_io_attention_tool

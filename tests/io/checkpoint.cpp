@@ -16,6 +16,9 @@
 #include "xgrad/io/checkpoint.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_io_checkpoint {
+
 using namespace xgrad;
 using testing::ScratchDir;
 
@@ -240,3 +243,5 @@ TEST_CASE("checkpoint: a save killed at any moment leaves the old file or the ne
     // Kills that landed mid-write left their temporary files, never the final name half-written.
     MESSAGE("largest step found after a kill: " << newest << "; leftover temporaries: " << dir.entries().size() - 1);
 }
+
+}  // namespace test_io_checkpoint

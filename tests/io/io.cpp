@@ -15,6 +15,9 @@
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_io_io {
+
 using namespace xgrad;
 using xgrad::testing::ScratchDir;
 using xgrad::testing::write_bytes;
@@ -377,3 +380,5 @@ TEST_CASE("attention config: parses every field; bad configs name the file and t
     write_bytes(dir.path / "config.json", valid_config);
     CHECK(io::read_attention_config(dir.path / "config.json").mha.vdim == std::optional<std::size_t>(5));
 }
+
+}  // namespace test_io_io

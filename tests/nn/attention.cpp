@@ -17,6 +17,9 @@
 #include "xgrad/check/module_check.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_nn_attention {
+
 using namespace xgrad;
 using Mha = nn::MultiheadAttention<double>;
 using Mask = nn::AttentionMask<double>;
@@ -353,3 +356,5 @@ TEST_CASE("scaled_dot_product_attention gradcheck (rank 3 and 4, each mask type)
     CHECK_THROWS_AS(scaled_dot_product_attention(cq, ck, cv, keep_mask(xt::xtensor<bool, 2>(xt::ones<bool>({3, 4})))),
                     shape_error);
 }
+
+}  // namespace test_nn_attention

@@ -15,6 +15,9 @@
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_nn_attention_parity {
+
 namespace {
 
 using namespace xgrad;
@@ -237,3 +240,5 @@ TEST_CASE("MultiheadAttention: is_causal, valid_lens, bias_kv and zero_attn colu
     CHECK(r.attn_weights.shape(1) == 4);
     CHECK(r.attn_weights.value()(0, 3) == doctest::Approx(0.5));
 }
+
+}  // namespace test_nn_attention_parity

@@ -9,6 +9,9 @@
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_nn_layers {
+
 using namespace xgrad;
 
 namespace {
@@ -223,3 +226,5 @@ TEST_CASE("PositionalEncoding + Linear and Embedding + LayerNorm: gradcheck thro
     INFO(r2.report());
     CHECK(r2.passed);
 }
+
+}  // namespace test_nn_layers

@@ -10,6 +10,9 @@
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_nn_module {
+
 using namespace xgrad;
 
 namespace {
@@ -146,3 +149,5 @@ TEST_CASE("named_parameters rejects a module of another dtype at compile time; f
     CHECK(params[0].grad()[5] == 6.0f);
     tape().clear();
 }
+
+}  // namespace test_nn_module

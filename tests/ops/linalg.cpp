@@ -5,6 +5,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_linalg {
+
 using xgrad::constant;
 using xgrad::gradcheck;
 using xgrad::parameter;
@@ -285,3 +288,5 @@ TEST_CASE("matmul and linear whose output needs no grad hold no reference to the
     CHECK(w.grad() == D2{{4, 6}, {4, 6}});  // dW = dYᵀ · X = column sums of c per output row
     xgrad::tape().clear();
 }
+
+}  // namespace test_ops_linalg

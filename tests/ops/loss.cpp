@@ -10,6 +10,9 @@
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_loss {
+
 using namespace xgrad;
 
 namespace {
@@ -199,3 +202,5 @@ TEST_CASE("cross_entropy errors") {
     CHECK_THROWS_AS(cross_entropy(z, xt::xtensor<I64, 1>{0, 1, 2}, {.label_smoothing = 1.5}), value_error);
     CHECK_THROWS_AS(cross_entropy(z, xt::xtensor<I64, 1>{0, 1, 2}, {.label_smoothing = -0.1}), value_error);
 }
+
+}  // namespace test_ops_loss

@@ -10,6 +10,9 @@
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_norm_dropout {
+
 using namespace xgrad;
 
 namespace {
@@ -263,3 +266,5 @@ TEST_CASE("layer_norm, dropout and cross_entropy reuse their tape nodes across s
     }
     CHECK(local.capacity() == 3);  // the same three nodes, reused
 }
+
+}  // namespace test_ops_norm_dropout

@@ -3,6 +3,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_reduce {
+
 using namespace xgrad;
 using T2 = xt::xtensor<double, 2>;
 using T3 = xt::xtensor<double, 3>;
@@ -61,3 +64,5 @@ TEST_CASE("an axis out of range is a value_error naming the op") {
     auto empty = constant(T2(std::array<std::size_t, 2>{0, 3}));
     CHECK_THROWS_WITH_AS(max(empty), "max: cannot reduce over an empty axis of operand of shape (0, 3)", shape_error);
 }
+
+}  // namespace test_ops_reduce

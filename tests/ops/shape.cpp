@@ -6,6 +6,9 @@
 
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_shape {
+
 using namespace xgrad;
 
 namespace {
@@ -312,3 +315,5 @@ TEST_CASE("a shape op whose output needs no grad holds no reference to its input
     CHECK(p.grad() == D2{{0, 2, 4}, {6, 8, 10}});
     tape().clear();
 }
+
+}  // namespace test_ops_shape

@@ -13,6 +13,9 @@
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_ops_softmax {
+
 using namespace xgrad;
 using T1 = xt::xtensor<double, 1>;
 using T2 = xt::xtensor<double, 2>;
@@ -320,3 +323,5 @@ TEST_CASE("softmax errors name the op and the shapes") {
     CHECK_THROWS_AS(masked_softmax(p, ignore_mask(B2(xt::zeros<bool>({2, 2})))), shape_error);
     CHECK(tape().size() == before);
 }
+
+}  // namespace test_ops_softmax

@@ -18,6 +18,9 @@
 #include "xgrad/optim/sgd.hpp"
 #include "xgrad/xgrad.hpp"
 
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_optim_optim {
+
 using namespace xgrad;
 
 namespace {
@@ -338,3 +341,5 @@ TEST_CASE("Adam with float parameters follows the double trajectory") {
     for (std::size_t i = 0; i < 3; ++i) CHECK(fb.p.value()(i) == doctest::Approx(db.p.value()(i)).epsilon(1e-4));
     CHECK(std::abs(db.p.value()(1)) < 2.0);  // it did descend
 }
+
+}  // namespace test_optim_optim
