@@ -16,10 +16,16 @@ void* __libc_memalign(std::size_t, std::size_t);
 
 namespace {
 std::atomic<std::uint64_t> allocations{0};
-void count() { allocations.fetch_add(1, std::memory_order_relaxed); }
+[[maybe_unused]] void count() { allocations.fetch_add(1, std::memory_order_relaxed); }
 }  // namespace
 
 std::uint64_t xgrad::cli::heap_allocations() { return allocations.load(std::memory_order_relaxed); }
+
+#ifdef __SANITIZE_ADDRESS__
+// AddressSanitizer owns the allocator: nothing is interposed and nothing counted.
+bool xgrad::cli::heap_allocations_counted() { return false; }
+#else
+bool xgrad::cli::heap_allocations_counted() { return true; }
 
 extern "C" {
 void* malloc(std::size_t size) {
@@ -50,4 +56,5 @@ int posix_memalign(void** out, std::size_t align, std::size_t size) {
     *out = p;
     return 0;
 }
-}
+}  // extern "C"
+#endif

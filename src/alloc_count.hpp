@@ -5,4 +5,5 @@
 
 namespace xgrad::cli {
 std::uint64_t heap_allocations();
+bool heap_allocations_counted();  // false in a sanitizer build, where the count stays 0
 }
