@@ -132,6 +132,23 @@ TEST_CASE("checkpoint: the file is a state dict plus train_state/ entries") {
     Run other(9, 9);
     io::load_state_dict(other.net, dir.path / "c.npz");  // the training state is skipped
     CHECK(other.net.attn.in_proj_weight.value() == run.net.attn.in_proj_weight.value());
+    CHECK(io::read_checkpoint_config(dir.path / "c.npz").empty());
+
+    // a config describing the run comes back as saved; load_checkpoint passes over it
+    const io::CheckpointConfig config{{"heads", 2}, {"causal", 1}, {"seq", 5}};
+    io::save_checkpoint(dir.path / "cfg.npz", run.net, adam, 2, run.generators(), config);
+    CHECK(io::read_checkpoint_config(dir.path / "cfg.npz") == config);
+    optim::Adam other_adam(other.net, {.lr = 1e-2});
+    CHECK(io::load_checkpoint(dir.path / "cfg.npz", other.net, other_adam, other.generators()) == 2);
+    auto edited = io::read_npz(dir.path / "cfg.npz");
+    edited["train_state/config/heads"] = io::NpyArray::from(xt::xtensor<double, 1>{2.0});
+    io::write_npz(dir.path / "bad_cfg.npz", edited);
+    CHECK_THROWS_WITH_AS(io::read_checkpoint_config(dir.path / "bad_cfg.npz"),
+                         ((dir.path / "bad_cfg.npz").string() +
+                          ":train_state/config/heads.npy: a checkpoint config entry must be a () int64 array, got "
+                          "float64 (1,)")
+                             .c_str(),
+                         io_error);
 }
 
 TEST_CASE("checkpoint: a bad file names every problem and changes nothing") {

@@ -7,9 +7,11 @@
 //   train_state/optimizer/<param>/<buffer>  Adam/AdamW: step (int64 ()), exp_avg, exp_avg_sq
 //                                           [, max_exp_avg_sq]; SGD: momentum_buffer
 //   train_state/rng/<name>                  int64 (n,) a Generator's state() (the words' bits)
+//   train_state/config/<key>                int64 ()   what the run was made with (sizes, flags)
 //
-//   io::save_checkpoint("ckpt.npz", model, adam, step, {{"data", &data_gen}});
+//   io::save_checkpoint("ckpt.npz", model, adam, step, {{"data", &data_gen}}, {{"heads", 4}});
 //   step = io::load_checkpoint("ckpt.npz", model, adam, {{"data", &data_gen}});
+//   auto config = io::read_checkpoint_config("ckpt.npz");   // {{"heads", 4}}: build the model first
 //
 // load_state_dict and numpy see the parameters (the train_state/ entries are skipped there).
 // load_checkpoint checks everything first and changes nothing unless all of it fits: one io_error
@@ -37,11 +39,14 @@ namespace xgrad::io {
 
 // The generators a checkpoint saves and restores, by name.
 using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+// Integers describing the run (model sizes, flags as 0/1), saved so that a tool can rebuild the model.
+using CheckpointConfig = std::map<std::string, std::int64_t>;
 
 namespace detail {
 
 inline const std::string optimizer_prefix = std::string(train_state_prefix) + "optimizer/";
 inline const std::string rng_prefix = std::string(train_state_prefix) + "rng/";
+inline const std::string config_prefix = std::string(train_state_prefix) + "config/";
 
 template <class V>
 NpyArray scalar_array(V v) {
@@ -155,7 +160,8 @@ optim::SGDState<T> get_state(EntryReader& r, const std::string& at, const std::v
 template <class M, class Opt>
     requires Module<M>
 void save_checkpoint(const std::filesystem::path& path, const M& model, const Opt& optimizer, std::int64_t step,
-                     const NamedGenerators& generators = {}, bool compress = false) {
+                     const NamedGenerators& generators = {}, const CheckpointConfig& config = {},
+                     bool compress = false) {
     auto arrays = state_dict(model);
     arrays.emplace(std::string(train_state_prefix) + "step", detail::scalar_array(step));
     arrays.emplace(detail::optimizer_prefix + "lr", detail::scalar_array(optimizer.lr()));
@@ -165,7 +171,22 @@ void save_checkpoint(const std::filesystem::path& path, const M& model, const Op
         for (std::uint64_t w : gen->state()) words.push_back(std::bit_cast<std::int64_t>(w));
         arrays.emplace(detail::rng_prefix + name, NpyArray::from(xt::adapt(words, {words.size()})));
     }
+    for (const auto& [key, value] : config) arrays.emplace(detail::config_prefix + key, detail::scalar_array(value));
     write_npz(path, arrays, compress);
+}
+
+// The config save_checkpoint stored (empty if none); io_error naming the file and the entry if one
+// is not an int64 scalar.
+inline CheckpointConfig read_checkpoint_config(const std::filesystem::path& path) {
+    CheckpointConfig config;
+    for (const auto& [key, a] : read_npz(path)) {
+        if (key.compare(0, detail::config_prefix.size(), detail::config_prefix) != 0) continue;
+        if (a.dtype != Dtype::int64 || !a.shape.empty())
+            throw io_error(a.source + ": a checkpoint config entry must be a () int64 array, got " + dtype_name(a.dtype) +
+                           " " + shape_str(a.shape));
+        a.copy_to<std::int64_t>(&config[key.substr(detail::config_prefix.size())]);
+    }
+    return config;
 }
 
 // Restores what save_checkpoint wrote into model, optimizer and generators; returns the step.
@@ -205,6 +226,8 @@ std::int64_t load_checkpoint(const std::filesystem::path& path, M& model, Opt& o
         auto& out = rng_states.emplace_back();
         for (std::int64_t w : words) out.push_back(std::bit_cast<std::uint64_t>(w));
     }
+    for (const auto& [key, a] : arrays)  // the config is read by read_checkpoint_config, not restored
+        if (key.compare(0, detail::config_prefix.size(), detail::config_prefix) == 0) r.find(key);
     r.report_unused(std::string(train_state_prefix));
 
     // The parameters: the same checks as load_state_dict, before anything is written.
