@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 xgrad_install_missing $XGRAD_PACKAGES
 
 if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=release
+  # Unity groups of 6 files: the units share their template instantiations, which builds about
+  # 40% faster on two cores (scripts/sanitize does the same).
+  meson setup build --buildtype=release -Dunity=on -Dunity_size=6
 fi
 # Two compile jobs: a translation unit of xtensor templates needs about 1 GB.
 meson compile -C build -j "${XGRAD_JOBS:-2}"
