@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "xgrad/xgrad.hpp"
 
@@ -35,6 +37,26 @@ inline Batch make_batch(std::size_t batch, std::size_t n, std::size_t vocab, Gen
 struct ModelOptions {
     std::size_t vocab = 10, seq = 8, embed = 32, heads = 4;
     bool causal = true;
+
+    // As integers by name: what a checkpoint records (io::CheckpointConfig) to rebuild the model.
+    std::map<std::string, std::int64_t> config() const {
+        return {{"vocab", std::int64_t(vocab)}, {"seq", std::int64_t(seq)}, {"embed", std::int64_t(embed)},
+                {"heads", std::int64_t(heads)}, {"causal", causal ? 1 : 0}};
+    }
+    // The options config() gave; value_error naming `source` and the first missing or invalid key.
+    static ModelOptions from_config(const std::map<std::string, std::int64_t>& c, const std::string& source) {
+        const auto get = [&](const char* key, std::int64_t lo) {
+            const auto it = c.find(key);
+            if (it == c.end() || it->second < lo)
+                throw value_error(source + ": the copy-task config " +
+                                  (it == c.end() ? std::string("has no ") + key
+                                                 : std::string(key) + " = " + std::to_string(it->second) + " is invalid") +
+                                  " (is it a checkpoint of `xgrad train copy`?)");
+            return it->second;
+        };
+        return {std::size_t(get("vocab", 1)), std::size_t(get("seq", 1)), std::size_t(get("embed", 1)),
+                std::size_t(get("heads", 1)), get("causal", 0) != 0};
+    }
 };
 
 // embedding + sinusoidal positions -> causal self-attention with a residual and
@@ -53,16 +75,17 @@ struct Model {
           head(o.embed, o.vocab, gen),
           options(o) {}
 
-    // tokens (B, 2n) -> logits (B·n, vocab) for the second half
-    Var<T, 2> operator()(const xt::xtensor<std::int64_t, 2>& tokens, bool need_weights = false,
-                         Var<T, 3>* weights = nullptr) const {
+    // tokens (B, 2n) -> logits (B·n, vocab) for the second half; with `head_weights`, also every
+    // head's attention weights (B, H, 2n, 2n) (rows: queries, columns: keys).
+    Var<T, 2> operator()(const xt::xtensor<std::int64_t, 2>& tokens, Var<T, 4>* head_weights = nullptr) const {
         const std::size_t batch = tokens.shape(0), n = tokens.shape(1) / 2;
         Var<T, 3> x = pos(embed(tokens));  // N(0,1) embeddings: no √E scaling, the positions stay visible
         nn::MhaForwardOptions<T> fo;
-        fo.need_weights = need_weights;
+        fo.need_weights = head_weights != nullptr;
+        fo.average_attn_weights = false;
         fo.is_causal = options.causal;
         auto attended = attn.forward(x, x, x, fo);
-        if (weights) *weights = attended.attn_weights;
+        if (head_weights) *head_weights = attended.attn_weights_per_head;
         Var<T, 3> h = norm(eval(x + attended.output));
         Var<T, 3> second_half = slice(h, 1, long(n), long(2 * n));
         return head(reshape<2>(second_half, {long(batch * n), long(options.embed)}));

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     xgrad::cli::add_train_mlp_command(app);
     xgrad::cli::add_attention_command(app);
     xgrad::cli::add_bench_command(app);
+    xgrad::cli::add_heads_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

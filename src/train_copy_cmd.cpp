@@ -2,14 +2,20 @@
 // copy task with Adam; held-out token accuracy on the copied half is reported and saved.
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+#include <xtensor/xview.hpp>
 
 #include "commands.hpp"
 #include "copy_task.hpp"
+#include "plot.hpp"
+#include "progress.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {
@@ -24,12 +30,32 @@ struct CopyOptions {
     int threads = 1;
     int eval_every = 50;
     int eval_sequences = 256;
+    int log_every = 100;
+    bool quiet = false, verbose = false;
     std::string out;
     std::string resume;
 };
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
     io::write_file_atomic(path, text.data(), text.size());
+}
+
+// The attention of every head on held-out sequence 0 (the copy task's tokens as labels, | the separator).
+std::vector<unsigned char> attention_picture(const copy_task::Model<float>& model, const copy_task::Batch& held_out,
+                                             int step) {
+    NoGrad no_record;
+    const xt::xtensor<std::int64_t, 2> tokens = xt::view(held_out.tokens, xt::range(0, 1), xt::all());
+    Var<float, 4> weights;
+    model(tokens, &weights);
+    const auto& o = model.options;
+    AttentionMaps maps;
+    for (std::size_t t = 0; t < tokens.shape(1); ++t)
+        maps.key_labels.push_back(tokens(0, t) == std::int64_t(o.vocab) ? "|" : std::to_string(tokens(0, t)));
+    maps.query_labels = maps.key_labels;
+    for (std::size_t h = 0; h < o.heads; ++h) maps.panel_titles.push_back(fmt::format("head {}", h));
+    maps.title = fmt::format("attention weights on a held-out sequence after {} steps ({}, copy of {} tokens)", step,
+                             o.causal ? "causal" : "not causal", o.seq);
+    return attention_grid_png(xt::xtensor<double, 3>(xt::view(weights.value(), 0)), maps);
 }
 
 int train_copy(const CopyOptions& o) {
@@ -43,6 +69,16 @@ int train_copy(const CopyOptions& o) {
     const io::NamedGenerators generators{{"data", &data_gen}, {"held_out", &held_out_gen}};
     int first_step = 1;
     if (!o.resume.empty()) {
+        // The same model first: a different --heads or --seq would otherwise load without complaint.
+        const auto saved = io::read_checkpoint_config(o.resume), wanted = o.model.config();
+        std::string made_with, this_run;
+        for (const auto& [key, value] : wanted)
+            if (saved.count(key) && saved.at(key) != value) {
+                made_with += fmt::format(" {}={}", key, saved.at(key));
+                this_run += fmt::format(" {}={}", key, value);
+            }
+        if (!made_with.empty())
+            throw value_error(o.resume + ": the checkpoint was made with" + made_with + ", this run has" + this_run);
         const auto done = io::load_checkpoint(o.resume, model, adam, generators);
         if (done >= o.steps)
             throw value_error("train copy: --steps (" + std::to_string(o.steps) + ") must exceed the " +
@@ -52,11 +88,19 @@ int train_copy(const CopyOptions& o) {
     Generator held_out_draws = held_out_gen;
     const auto held_out = copy_task::make_batch(o.eval_sequences, o.model.seq, o.model.vocab, held_out_draws);
 
+    const auto say = [&](const std::string& line) {
+        if (!o.quiet) fmt::print("{}\n", line);
+    };
+    say(fmt::format("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}",
+                    o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
+                    o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
+    const ProgressMode mode = o.quiet                                 ? ProgressMode::quiet
+                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
+                                                                      : ProgressMode::lines;
+    TrainProgress progress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
     std::string csv = "step,loss,accuracy,lr\n";
-    fmt::print("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}\n",
-               o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
-               o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1));
+    LossCurve curve;
     const auto start = std::chrono::steady_clock::now();
     double loss_value = 0, acc = 0;
     for (int step = first_step; step <= o.steps; ++step) {
@@ -68,23 +112,34 @@ int train_copy(const CopyOptions& o) {
         tape().clear();
         loss_value = loss.value()();
         const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-        if (eval_now) acc = copy_task::accuracy(model, held_out);
+        if (eval_now) {
+            acc = copy_task::accuracy(model, held_out);
+            curve.eval_steps.push_back(step), curve.accuracy.push_back(acc);
+        }
+        curve.steps.push_back(step), curve.loss.push_back(loss_value);
         csv += fmt::format("{},{},{},{}\n", step, loss_value, eval_now ? fmt::format("{}", acc) : "", o.lr);
-        if (eval_now) fmt::print("step {:5d}  loss {:.4f}  held-out accuracy {:.4f}\n", step, loss_value, acc);
+        progress.update(step, loss_value, eval_now ? std::optional(acc) : std::nullopt);
     }
+    progress.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print("finished {} steps in {:.1f} s: loss {:.4f}, held-out token accuracy {:.4f}\n", o.steps - first_step + 1,
-               seconds, loss_value, acc);
-    if (!o.out.empty()) {
-        const fs::path out(o.out);
-        fs::create_directories(out);
-        const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
-                                        {"seconds", seconds}, {"seed", o.seed}};
-        write_text(out / "metrics.json", metrics.dump(2) + "\n");
-        write_text(out / "loss.csv", csv);
-        io::save_checkpoint(out / "checkpoint.npz", model, adam, o.steps, generators);
-        fmt::print("wrote {}/metrics.json, loss.csv, checkpoint.npz\n", o.out);
-    }
+    say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out token accuracy {:.4f}",
+                    o.steps - first_step + 1, seconds, loss_value, acc));
+    if (o.out.empty()) return 0;
+    // Everything is encoded before the folder is made: a failure leaves no half-filled output.
+    const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
+                                    {"seconds", seconds}, {"seed", o.seed}};
+    curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
+                              o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr);
+    const auto loss_png = loss_chart_png(curve);
+    const auto attention_png = attention_picture(model, held_out, o.steps);
+    const fs::path out(o.out);
+    fs::create_directories(out);
+    write_text(out / "metrics.json", metrics.dump(2) + "\n");
+    write_text(out / "loss.csv", csv);
+    write_png(out / "loss.png", loss_png);
+    write_png(out / "attention.png", attention_png);
+    io::save_checkpoint(out / "checkpoint.npz", model, adam, o.steps, generators, o.model.config());
+    say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }
 
@@ -103,8 +158,13 @@ void add_train_copy_command(CLI::App& train) {
     copy->add_option("--seed", o.seed, "random seed (same seed, same losses)");
     copy->add_option("--threads", o.threads, "BLAS threads")->check(CLI::Range(1, 64));
     copy->add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(CLI::PositiveNumber);
+    copy->add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
+        ->check(CLI::PositiveNumber);
+    auto* quiet = copy->add_flag("--quiet,-q", o.quiet, "print nothing but errors");
+    copy->add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
     copy->add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
-    copy->add_option("--out", o.out, "folder for metrics.json, loss.csv and checkpoint.npz");
+    copy->add_option("--out", o.out,
+                     "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz");
     copy->add_option("--resume", o.resume,
                      "continue from a checkpoint.npz of a run with the same options, up to --steps in all")
         ->check(CLI::ExistingFile);

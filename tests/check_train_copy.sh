@@ -6,7 +6,12 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 "$xgrad" train copy --steps 600 --eval-every 600 --out "$dir/a" > /dev/null
 "$xgrad" train copy --steps 600 --eval-every 600 --out "$dir/b" > /dev/null
 cmp "$dir/a/loss.csv" "$dir/b/loss.csv" || { echo "losses differ between two runs with the same seed"; exit 1; }
-for f in metrics.json loss.csv checkpoint.npz; do [ -s "$dir/a/$f" ] || { echo "missing $f"; exit 1; }; done
+for f in metrics.json loss.csv loss.png attention.png checkpoint.npz; do
+  [ -s "$dir/a/$f" ] || { echo "missing $f"; exit 1; }
+done
+for f in loss.png attention.png; do
+  [ "$(head -c 8 "$dir/a/$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "$f is not a PNG"; exit 1; }
+done
 acc=$(sed -n 's/.*"accuracy": *\([0-9.e-]*\).*/\1/p' "$dir/a/metrics.json")
 echo "held-out accuracy after 600 steps: $acc"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || { echo "accuracy below 0.99"; exit 1; }
@@ -26,6 +31,35 @@ status=0
   > /dev/null 2> "$dir/err.txt" || status=$?
 [ "$status" -eq 2 ] || { echo "mismatched resume: expected exit 2, got $status"; exit 1; }
 [ "$(wc -l < "$dir/err.txt")" -eq 1 ] || { echo "mismatched resume: expected one line on stderr"; cat "$dir/err.txt"; exit 1; }
-grep -q "checkpoint.npz: cannot load the checkpoint: .*embed.weight has shape (11, 32), the model expects (11, 16)" \
+grep -q "checkpoint.npz: the checkpoint was made with embed=32 heads=4, this run has embed=16 heads=2$" \
   "$dir/err.txt" || { echo "mismatched resume: unexpected message"; cat "$dir/err.txt"; exit 1; }
 [ ! -e "$dir/e" ] || { echo "mismatched resume left an output folder"; exit 1; }
+
+# Not a terminal: a plain progress line every --log-every steps and at the last; --quiet: nothing.
+"$xgrad" train copy --steps 250 --eval-every 100 --log-every 100 > "$dir/plain.txt"
+[ "$(grep -c '^step [ 0-9]*/250  loss [0-9.]*  acc ' "$dir/plain.txt")" -eq 3 ] ||
+  { echo "expected progress lines at steps 100, 200 and 250"; cat "$dir/plain.txt"; exit 1; }
+grep -q '^step 200/250  loss [0-9.]*  acc [01]\.[0-9]*  [0-9]* steps/s  ETA 0:0[0-9]$' "$dir/plain.txt" ||
+  { echo "unexpected progress line"; cat "$dir/plain.txt"; exit 1; }
+[ -z "$("$xgrad" train copy --steps 20 --quiet)" ] || { echo "--quiet printed something"; exit 1; }
+# A terminal (script(1) gives the run one): the bar is redrawn in place with \r and ends with its line.
+if command -v script > /dev/null; then
+  script -qec "\"$xgrad\" train copy --steps 100" /dev/null > "$dir/tty.txt"
+  grep -q "$(printf '\r')step 100/100 \[####################\]  loss" "$dir/tty.txt" ||
+    { echo "no progress bar on a terminal"; cat -A "$dir/tty.txt" | head; exit 1; }
+fi
+
+# `xgrad heads` on the 600-step model: some head is labelled the copy head (offset -8, the copied
+# length) and removing it costs the most held-out loss; heads.png is a PNG.
+"$xgrad" heads "$dir/a/checkpoint.npz" --out "$dir/h" > "$dir/heads.txt"
+cat "$dir/heads.txt"
+grep -q "^ *[0-9]  copy (offset -8) " "$dir/heads.txt" || { echo "no copy head found"; exit 1; }
+top=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $(NF-1), $0 }' "$dir/heads.txt" | sort -g -r | head -n 1)
+case $top in
+  *"copy (offset -8)"*) ;;
+  *) echo "the copy head is not the most important by ablation: $top"; exit 1 ;;
+esac
+[ "$(head -c 8 "$dir/h/heads.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "heads.png is not a PNG"; exit 1; }
+status=0
+"$xgrad" heads "$dir/a/loss.csv" > /dev/null 2> "$dir/err.txt" || status=$?
+[ "$status" -eq 2 ] && [ "$(wc -l < "$dir/err.txt")" -eq 1 ] || { echo "heads on a non-checkpoint: exit $status"; cat "$dir/err.txt"; exit 1; }

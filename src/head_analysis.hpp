@@ -1,0 +1,81 @@
+// Scores and a label for every attention head, from its weights on many sequences (`xgrad heads`).
+//
+//   weights (N, H, L, S): N sequences, H heads, query i's distribution over the S keys
+//   offset mass(δ)     mean over queries of the weight on key i + δ     -> the dominant offset δ*
+//   first-token mass   mean over queries of the weight on key 0
+//   uniformity         mean over queries of entropy / log(allowed keys) (1 = spread evenly)
+// Queries with a single allowed key (query 0 under a causal mask) say nothing about a head and are
+// left out; δ counts only where at least half the queries (and two) have key i + δ: the copy
+// offset -L/2 just qualifies, far offsets seen by a few queries do not.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <xtensor/xtensor.hpp>
+
+namespace xgrad::cli {
+
+struct HeadScores {
+    long offset = 0;  // δ*: the offset holding the most mass
+    double offset_mass = 0, first_token_mass = 0, uniformity = 0;
+    std::string label;
+};
+
+// The label of a head: an offset head when δ* holds at least half the mass (self at 0, previous
+// token at -1, copy at -copy_length), else first-token or uniform when those reach 0.5 / 0.9, else "other".
+inline std::string head_label(const HeadScores& s, long copy_length) {
+    if (s.offset_mass >= 0.5) {
+        if (s.offset == 0) return "self (offset 0)";
+        if (s.offset == -1) return "previous token (offset -1)";
+        if (s.offset == -copy_length) return fmt::format("copy (offset {})", s.offset);
+        return fmt::format("offset {}", s.offset);
+    }
+    if (s.first_token_mass >= 0.5) return "first token";
+    if (s.uniformity >= 0.9) return "uniform";
+    return "other";
+}
+
+// Scores of every head; `causal`: query i sees keys 0..i only (else all S).
+template <class W>
+std::vector<HeadScores> score_heads(const W& w, bool causal, long copy_length) {
+    const std::size_t N = w.shape(0), H = w.shape(1), L = w.shape(2), S = w.shape(3);
+    const auto allowed = [&](std::size_t i) { return causal ? std::min(i + 1, S) : S; };
+    std::vector<HeadScores> out(H);
+    for (std::size_t h = 0; h < H; ++h) {
+        std::vector<double> mass(2 * S - 1, 0.0);  // index δ + S - 1
+        std::vector<std::size_t> count(2 * S - 1, 0);
+        double first = 0, uniform = 0;
+        std::size_t queries = 0;
+        for (std::size_t n = 0; n < N; ++n)
+            for (std::size_t i = 0; i < L; ++i) {
+                const std::size_t keys = allowed(i);
+                if (keys < 2) continue;
+                double entropy = 0;
+                for (std::size_t j = 0; j < keys; ++j) {
+                    const double p = w(n, h, i, j);
+                    if (p > 0) entropy -= p * std::log(p);
+                    mass[j + S - 1 - i] += p;
+                    count[j + S - 1 - i] += 1;
+                }
+                first += w(n, h, i, 0);
+                uniform += entropy / std::log(double(keys));
+                ++queries;
+            }
+        HeadScores& s = out[h];
+        const std::size_t enough = std::max<std::size_t>(2, N * L / 2);
+        for (std::size_t k = 0; k < mass.size(); ++k)
+            if (count[k] >= enough && mass[k] / double(count[k]) > s.offset_mass) {
+                s.offset_mass = mass[k] / double(count[k]);
+                s.offset = long(k) - long(S) + 1;
+            }
+        s.first_token_mass = queries ? first / double(queries) : 0;
+        s.uniformity = queries ? uniform / double(queries) : 0;
+        s.label = head_label(s, copy_length);
+    }
+    return out;
+}
+
+}  // namespace xgrad::cli

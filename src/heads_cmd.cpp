@@ -1,0 +1,109 @@
+// `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. Runs held-out
+// sequences, scores and labels every head (head_analysis.hpp), measures its importance by ablation
+// (the held-out loss and accuracy with the head's output removed) and draws the mean attention maps.
+#include <filesystem>
+#include <string>
+
+#include <fmt/core.h>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "commands.hpp"
+#include "copy_task.hpp"
+#include "head_analysis.hpp"
+#include "plot.hpp"
+#include "xgrad/io/checkpoint.hpp"
+
+namespace xgrad::cli {
+namespace {
+
+struct HeadsOptions {
+    std::string checkpoint, out;
+    int sequences = 256;
+    std::uint64_t seed = 12345;
+};
+
+struct Eval {
+    double loss, accuracy;
+};
+
+Eval evaluate(const copy_task::Model<float>& model, const copy_task::Batch& batch) {
+    NoGrad no_record;
+    const auto logits = model(batch.tokens);
+    return {double(cross_entropy(logits, batch.targets).value()()), copy_task::accuracy(model, batch)};
+}
+
+int heads(const HeadsOptions& o) {
+    namespace fs = std::filesystem;
+    const auto options = copy_task::ModelOptions::from_config(io::read_checkpoint_config(o.checkpoint), o.checkpoint);
+    Generator unused_init(0);
+    copy_task::Model<float> model(options, unused_init);
+    io::load_state_dict(model, o.checkpoint);
+    Generator gen(o.seed);
+    const auto batch = copy_task::make_batch(std::size_t(o.sequences), options.seq, options.vocab, gen);
+
+    Var<float, 4> weights;  // (N, H, L, S)
+    {
+        NoGrad no_record;
+        model(batch.tokens, &weights);
+    }
+    const auto scores = score_heads(weights.value(), options.causal, long(options.seq));
+
+    // Ablation: head h's slice of the context (columns h·D .. h·D + D of out_proj.weight) set to zero.
+    const Eval full = evaluate(model, batch);
+    const std::size_t D = options.embed / options.heads;
+    auto& out_weight = model.attn.out_proj.weight.value();
+    std::vector<Eval> ablated;
+    for (std::size_t h = 0; h < options.heads; ++h) {
+        auto columns = xt::view(out_weight, xt::all(), xt::range(h * D, h * D + D));
+        const xt::xtensor<float, 2> saved = columns;
+        columns = xt::zeros<float>(saved.shape());
+        ablated.push_back(evaluate(model, batch));
+        columns = saved;
+    }
+
+    fmt::print("{}: copy task of {} tokens, vocabulary {}, embed {}, {} heads, {}; {} held-out sequences\n",
+               o.checkpoint, options.seq, options.vocab, options.embed, options.heads,
+               options.causal ? "causal" : "not causal", o.sequences);
+    fmt::print("held-out loss {:.4f}, token accuracy {:.4f}\n\n", full.loss, full.accuracy);
+    fmt::print("{:>4}  {:<27} {:>6} {:>12} {:>11} {:>11} {:>15} {:>14}\n", "head", "label", "offset", "offset mass",
+               "first-token", "uniformity", "ablation: loss", "accuracy");
+    for (std::size_t h = 0; h < options.heads; ++h) {
+        const auto& s = scores[h];
+        fmt::print("{:>4}  {:<27} {:>6} {:>12.3f} {:>11.3f} {:>11.3f} {:>+15.4f} {:>+14.4f}\n", h, s.label, s.offset,
+                   s.offset_mass, s.first_token_mass, s.uniformity, ablated[h].loss - full.loss,
+                   ablated[h].accuracy - full.accuracy);
+    }
+    if (o.out.empty()) return 0;
+
+    AttentionMaps maps;
+    for (std::size_t h = 0; h < options.heads; ++h) maps.panel_titles.push_back(fmt::format("head {}: {}", h, scores[h].label));
+    for (std::size_t t = 0; t < 2 * options.seq; ++t)
+        maps.key_labels.push_back(t < options.seq ? fmt::format("a{}", t + 1)
+                                  : t == options.seq ? "|"
+                                                     : fmt::format("a{}", t - options.seq));
+    maps.query_labels = maps.key_labels;
+    maps.title = fmt::format("mean attention over {} held-out sequences ({})", o.sequences, o.checkpoint);
+    const xt::xtensor<double, 3> mean = xt::mean(xt::cast<double>(weights.value()), {0});
+    const auto png = attention_grid_png(mean, maps);
+    fs::create_directories(o.out);
+    write_png(fs::path(o.out) / "heads.png", png);
+    fmt::print("\nwrote {}/heads.png\n", o.out);
+    return 0;
+}
+
+}  // namespace
+
+void add_heads_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("heads", "label every attention head of a `train copy` checkpoint, rank them by ablation");
+    static HeadsOptions o;
+    cmd->add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--out", o.out, "folder for heads.png (the mean attention map of every head)");
+    cmd->add_option("--sequences", o.sequences, "held-out sequences to run")->check(CLI::Range(1, 100000));
+    cmd->add_option("--seed", o.seed, "seed of the held-out sequences");
+    cmd->callback([] { selected_action() = [] { return heads(o); }; });
+}
+
+}  // namespace xgrad::cli

@@ -1,0 +1,59 @@
+// `xgrad heads`' scores and labels on attention maps built to be one kind of head each.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "head_analysis.hpp"
+
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_cli_head_analysis {
+
+using namespace xgrad::cli;
+
+TEST_CASE("head analysis: previous-token, copy, first-token and uniform heads are told apart") {
+    constexpr std::size_t N = 2, H = 5, L = 8, n = 4;  // copy task of 4 tokens: queries and keys 0..7, causal
+    xt::xtensor<double, 4> w = xt::zeros<double>({N, H, L, L});
+    for (std::size_t s = 0; s < N; ++s)
+        for (std::size_t i = 0; i < L; ++i) {
+            w(s, 0, i, i == 0 ? 0 : i - 1) = 1;  // previous token
+            if (i >= n) {
+                w(s, 1, i, i - n) = 1;  // copy: the second half reads the first
+            } else {
+                for (std::size_t j = 0; j <= i; ++j) w(s, 1, i, j) = 1.0 / double(i + 1);
+            }
+            w(s, 2, i, 0) = 1;                                                       // first token
+            for (std::size_t j = 0; j <= i; ++j) w(s, 3, i, j) = 1.0 / double(i + 1);  // uniform
+            w(s, 4, i, i) = 1;                                                       // self
+        }
+    const auto scores = score_heads(w, true, long(n));
+    REQUIRE(scores.size() == H);
+    CHECK(scores[0].label == "previous token (offset -1)");
+    CHECK(scores[0].offset == -1);
+    CHECK(scores[0].offset_mass == doctest::Approx(1.0));
+    CHECK(scores[1].label == "copy (offset -4)");
+    CHECK(scores[1].offset_mass == doctest::Approx(1.0));
+    CHECK(scores[2].label == "first token");
+    CHECK(scores[2].first_token_mass == doctest::Approx(1.0));
+    CHECK(scores[2].offset_mass == doctest::Approx(0.25));  // offset -4: queries 4..7, one of them on key 0
+    CHECK(scores[3].label == "uniform");
+    CHECK(scores[3].uniformity == doctest::Approx(1.0));
+    // query 1 to 7 put 1/(i+1) on key 0
+    CHECK(scores[3].first_token_mass == doctest::Approx((1 / 2. + 1 / 3. + 1 / 4. + 1 / 5. + 1 / 6. + 1 / 7. + 1 / 8.) / 7));
+    CHECK(scores[4].label == "self (offset 0)");
+    CHECK(scores[4].uniformity == doctest::Approx(0.0));
+}
+
+TEST_CASE("head analysis: labels follow the thresholds") {
+    HeadScores s;
+    s.offset = -3, s.offset_mass = 0.6;
+    CHECK(head_label(s, 5) == "offset -3");
+    CHECK(head_label(s, 3) == "copy (offset -3)");
+    s.offset_mass = 0.4, s.first_token_mass = 0.5;
+    CHECK(head_label(s, 5) == "first token");
+    s.first_token_mass = 0.2, s.uniformity = 0.95;
+    CHECK(head_label(s, 5) == "uniform");
+    s.uniformity = 0.5;
+    CHECK(head_label(s, 5) == "other");
+}
+
+}  // namespace test_cli_head_analysis
