@@ -19,7 +19,8 @@ inline std::vector<Case>& registry() {
     return cases;
 }
 
-// In a family file:  static const Register reg{{ {"exp", "(3,4)", [] { return gradcheck(...); }}, ... }};
+// In a family file, named after it (unity builds compile several family files in one unit):
+//   const Register registered_elementwise{{ {"exp", "(3,4)", [] { return gradcheck(...); }}, ... }};
 struct Register {
     explicit Register(std::vector<Case> cases) {
         for (auto& c : cases) registry().push_back(std::move(c));
