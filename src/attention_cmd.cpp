@@ -2,7 +2,6 @@
 // stored as .npy files (PyTorch's parameter names), or N Adam/AdamW steps with --adam-steps N.
 // Bad input: one line on stderr naming the file or field, exit status 2, nothing written to OUT.
 // The file handling lives in xgrad/io/attention_tool.hpp.
-#include <iostream>
 #include <optional>
 #include <string>
 
@@ -34,16 +33,8 @@ void add_attention_command(CLI::App& app) {
         const bool train = steps->count() > 0;
         if (wd->count() > 0) adam.weight_decay = weight_decay;
         adam.steps = adam_steps;
-        selected_action() = [train] {
-            try {
-                io::run_attention(from, to, train ? std::optional(adam) : std::nullopt);
-            } catch (const std::exception& e) {
-                std::string msg = e.what();
-                for (char& c : msg)
-                    if (c == '\n') c = ' ';
-                std::cerr << "xgrad attention: " << msg << '\n';
-                return 2;
-            }
+        selected_action() = [train] {  // errors: one line and status 2, from main
+            io::run_attention(from, to, train ? std::optional(adam) : std::nullopt);
             return 0;
         };
     });

@@ -11,6 +11,7 @@ void add_train_mlp_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_heads_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
 void add_train_copy_command(CLI::App& train);  // under `train`
 
 // The action of the subcommand that was parsed; returns the exit status.

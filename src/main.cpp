@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
     xgrad::cli::add_attention_command(app);
     xgrad::cli::add_bench_command(app);
     xgrad::cli::add_heads_command(app);
+    xgrad::cli::add_inspect_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -25,7 +27,15 @@ int main(int argc, char** argv) {
     try {
         return xgrad::cli::run_selected();
     } catch (const std::exception& e) {
-        std::cerr << "xgrad: " << e.what() << '\n';
+        // One line, named after the command that failed: "xgrad train copy: ..."
+        std::string where = "xgrad", message = e.what();
+        for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+            sub = sub->get_subcommands().front();
+            where += " " + sub->get_name();
+        }
+        for (char& c : message)
+            if (c == '\n') c = ' ';
+        std::cerr << where << ": " << message << '\n';
         return 2;
     }
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # `xgrad attention` end to end: usage check_attention_cli.sh XGRAD FIXTURES_DIR
 # Every case in FIXTURES_DIR/io/attention runs (with the flags in in/args.txt) and writes exactly the
-# files torch wrote; when /usr/bin/python3 has numpy, every value is compared (1e-10, float32 1e-5).
+# files torch wrote, and every value is compared with python3-numpy (1e-10, float32 1e-5).
 # Bad input exits 2 with one line on stderr naming the file and leaves OUT absent.
 set -u
 xgrad=$1
@@ -10,8 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-have_numpy=no
-/usr/bin/python3 -c 'import numpy' 2>/dev/null && have_numpy=yes
+/usr/bin/python3 -c 'import numpy' || fail "python3-numpy is needed (scripts/packages.sh installs it)"
 
 for dir in "$cases"/*/; do
     name=$(basename "$dir")
@@ -20,8 +19,7 @@ for dir in "$cases"/*/; do
     # shellcheck disable=SC2086
     "$xgrad" attention --from "$dir/in" --to "$work/$name" $args || fail "$name: exit status $?"
     [ "$(ls "$dir/expected")" = "$(ls "$work/$name")" ] || fail "$name: files differ: $(ls "$work/$name")"
-    if [ "$have_numpy" = yes ]; then
-        /usr/bin/python3 - "$dir/expected" "$work/$name" <<'EOF' || fail "$name: values differ"
+    /usr/bin/python3 - "$dir/expected" "$work/$name" <<'EOF' || fail "$name: values differ"
 import os, sys
 import numpy as np
 want_dir, got_dir = sys.argv[1:]
@@ -32,7 +30,6 @@ for f in sorted(os.listdir(want_dir)):
     if want.shape != got.shape or want.dtype != got.dtype or not err <= tol:
         sys.exit(f"{f}: shape {got.shape} {got.dtype} vs {want.shape} {want.dtype}, max abs error {err}")
 EOF
-    fi
     echo "ok $name"
 done
 

@@ -169,6 +169,18 @@ std::string formula(const Expr<Op, Cs...>*) {
     return std::string(Op::name) + "(" + args + ")";
 }
 
+// ---- the Vars an expression reads, in formula order (for tape listings) ----
+template <Real T, std::size_t N>
+void visit_vars(const Var<T, N>& v, const Node::InputVisitor& f) {
+    detail::visit_inputs(f, v);
+}
+template <Real T>
+void visit_vars(const Const<T>&, const Node::InputVisitor&) {}
+template <class Op, class... Cs>
+void visit_vars(const Expr<Op, Cs...>& e, const Node::InputVisitor& f) {
+    hana::for_each(e.children, [&](const auto& c) { visit_vars(c, f); });
+}
+
 // The tape node of a materialized expression.
 template <class E>
 class ExprNode final : public TensorNode<typename E::value_type, E::rank> {
@@ -176,6 +188,9 @@ public:
     std::optional<E> expr;
     void backward() override { backprop(*expr, this->grad_buffer()); }
     void release_inputs() override { expr.reset(); }
+    void for_each_input(const Node::InputVisitor& f) const override {
+        if (expr) visit_vars(*expr, f);
+    }
     const char* op_name() const override {
         static const std::string name = "elementwise " + formula(static_cast<const E*>(nullptr));
         return name.c_str();

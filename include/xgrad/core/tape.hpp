@@ -1,6 +1,7 @@
 // The tape: nodes in recording order, walked backwards by backward().
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <typeinfo>
@@ -9,6 +10,14 @@
 #include "xgrad/core/error.hpp"
 
 namespace xgrad {
+
+// A read-only view of an array a node holds, for inspection (listings, dumps): row-major, float32
+// or float64. data is nullptr when there is no such array (a gradient nothing reached this pass).
+struct ArrayView {
+    std::vector<std::size_t> shape;
+    const void* data = nullptr;
+    bool is_double = false;
+};
 
 // One recorded value. Ops derive from TensorNode<T, N> (var.hpp) and override backward().
 class Node {
@@ -27,6 +36,20 @@ public:
     virtual std::string nonfinite(bool in_grad) const = 0;
     // A value of -inf is a result, not an anomaly (log_softmax of a masked entry).
     virtual bool allows_negative_infinity() const { return false; }
+
+    // ---- inspection (xgrad/core/inspect.hpp); none of it is used by forward or backward ----
+    using InputVisitor = std::function<void(const Node&)>;
+    using InternalVisitor =
+        std::function<void(const char* name, const char* formula, const ArrayView& value, const ArrayView& grad)>;
+    // Calls f on every input node this op holds (held until the tape is cleared).
+    virtual void for_each_input(const InputVisitor&) const {}
+    virtual ArrayView value_view() const = 0;
+    virtual ArrayView grad_view() const = 0;  // data nullptr when no gradient reached this node
+    // A fused op's steps that are not nodes of their own (the scores inside attention_weights),
+    // computed on request from the values and gradients the node holds.
+    virtual void for_each_internal(const InternalVisitor&) const {}
+    // A name for listings ("weights", "in_proj_weight"); set with named(); cleared on reuse.
+    std::string label;
 
     bool requires_grad = false;
     bool is_leaf = true;
@@ -81,6 +104,7 @@ public:
         node->is_leaf = false;
         node->requires_grad = true;
         node->stale = false;
+        node->label.clear();  // keeps its capacity: a steady step does not allocate
         node->reset_grad();
         ++size_;
         return node;
@@ -110,6 +134,7 @@ public:
     std::size_t size() const { return size_; }
     std::size_t capacity() const { return nodes_.size(); }
     Node& operator[](std::size_t i) { return *nodes_[i]; }
+    const Node& operator[](std::size_t i) const { return *nodes_[i]; }
     bool holds(const Node* n) const {
         return !n->is_leaf && n->tape_index < size_ && nodes_[n->tape_index].get() == n;
     }

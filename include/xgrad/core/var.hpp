@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include <xtensor/xtensor.hpp>
 
@@ -39,6 +41,11 @@ public:
     }
     bool has_grad() const override { return grad_live_; }
     const xt::xtensor<T, N>* grad_storage() const { return &grad_; }
+    ArrayView value_view() const override { return view_of(value); }
+    ArrayView grad_view() const override { return grad_live_ ? view_of(grad_) : ArrayView{view_of(value).shape}; }
+    static ArrayView view_of(const xt::xtensor<T, N>& a) {
+        return {std::vector<std::size_t>(a.shape().begin(), a.shape().end()), a.data(), std::same_as<T, double>};
+    }
     void reset_grad() override { grad_live_ = false; }
     std::string nonfinite(bool in_grad) const override {
         if (in_grad && !grad_live_) return "";
@@ -143,6 +150,21 @@ template <Real T, std::size_t N>
 Var<T, N> Var<T, N>::detach() const {
     return constant(value());
 }
+
+// Names v's node for tape listings (xgrad inspect): "weights", "query". Returns v.
+template <Real T, std::size_t N>
+const Var<T, N>& named(const Var<T, N>& v, std::string_view name) {
+    if (v) v.node()->label.assign(name);
+    return v;
+}
+
+namespace detail {
+// Node::for_each_input for ops holding their inputs as Vars (empty ones, e.g. no bias, skipped).
+template <class... Vs>
+void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
+    ((inputs ? f(*inputs.node()) : void()), ...);
+}
+}  // namespace detail
 
 // Creates the output node of an op: on the current tape when grad is enabled and some input
 // requires grad, otherwise a free-standing node that requires nothing.

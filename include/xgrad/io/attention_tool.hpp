@@ -132,9 +132,29 @@ inline fs::path normalize_dir(const fs::path& p) {
     return fs::path(s);
 }
 
+inline void check_out_dir(const fs::path& out) {
+    if (!fs::is_directory(out.has_parent_path() ? out.parent_path() : fs::path(".")))
+        throw io_error(out.string() + ": the parent directory does not exist");
+    std::error_code ec;
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw io_error(out.string() + ": exists and is not a directory");
+}
+
+}  // namespace detail
+
+// One attention problem read from IN and checked: the module with its parameters, the inputs,
+// the forward options (masks) and the output gradient. T and N come from query.npy.
 template <Real T, std::size_t N>
-void run_attention_typed(const fs::path& in, const fs::path& out, const AttentionConfig& cfg, const NpyArray& query_file,
-                         const std::optional<AttentionAdamOptions>& adam) {
+struct AttentionProblem {
+    AttentionConfig config;
+    nn::MultiheadAttention<T> mha;  // eval mode
+    xt::xtensor<T, N> query, key, value, grad_output;
+    nn::MhaForwardOptions<T> forward_options;
+};
+
+namespace detail {
+
+template <Real T, std::size_t N>
+AttentionProblem<T, N> load_attention_problem(const fs::path& in, const AttentionConfig& cfg, const NpyArray& query_file) {
     static_assert(N == 2 || N == 3, "xgrad: attention inputs are 2-D or 3-D");
     const auto& o = cfg.mha;
     const std::size_t E = o.embed_dim, H = o.num_heads, kdim = o.kdim.value_or(E), vdim = o.vdim.value_or(E);
@@ -190,15 +210,20 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
         expect_finite(a);
         a.copy_to(var.value().data());
     });
-    if (!fs::is_directory(out.has_parent_path() ? out.parent_path() : fs::path(".")))
-        throw io_error(out.string() + ": the parent directory does not exist");
-    std::error_code ec;
-    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw io_error(out.string() + ": exists and is not a directory");
+    return {cfg, std::move(mha), query_file.as<T, N>(), key_file.as<T, N>(), value_file.as<T, N>(),
+            grad_file.as<T, N>(), std::move(fopts)};
+}
 
+template <Real T, std::size_t N>
+void run_attention_typed(AttentionProblem<T, N>& problem, const fs::path& out,
+                         const std::optional<AttentionAdamOptions>& adam) {
+    const AttentionConfig& cfg = problem.config;
+    auto& mha = problem.mha;
+    const auto& fopts = problem.forward_options;
     std::map<std::string, NpyArray> results;
-    const auto go = grad_file.as<T, N>();
+    const auto& go = problem.grad_output;
     if (!adam) {
-        auto q = parameter(query_file.as<T, N>()), k = parameter(key_file.as<T, N>()), v = parameter(value_file.as<T, N>());
+        auto q = parameter(problem.query), k = parameter(problem.key), v = parameter(problem.value);
         auto r = mha.forward(q, k, v, fopts);
         backward(r.output, go);
         results["output"] = NpyArray::from(r.output.value());
@@ -212,7 +237,7 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
             results["grad." + name] = NpyArray::from(var.grad());
         });
     } else {
-        auto q = constant(query_file.as<T, N>()), k = constant(key_file.as<T, N>()), v = constant(value_file.as<T, N>());
+        auto q = constant(problem.query), k = constant(problem.key), v = constant(problem.value);
         xt::xtensor<double, 1> losses = xt::zeros<double>({std::size_t(adam->steps)});
         auto train = [&](auto& opt) {
             for (int step = 0; step < adam->steps; ++step) {
@@ -248,25 +273,38 @@ void run_attention_typed(const fs::path& in, const fs::path& out, const Attentio
 
 }  // namespace detail
 
-// Runs one attention problem from directory `in` into directory `out` (see the top of this file).
-// Throws io_error (bad files or config), value_error or shape_error; nothing is written then.
-inline void run_attention(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
-                          const std::optional<AttentionAdamOptions>& adam = std::nullopt) {
-    const auto in = detail::normalize_dir(in_dir), out = detail::normalize_dir(out_dir);
-    if (adam && adam->steps <= 0) throw value_error("--adam-steps must be positive, got " + std::to_string(adam->steps));
+// Reads and checks the attention problem in directory `in` (see the top of this file) and calls
+// fn(AttentionProblem<T, N>&) with T and N from query.npy. Bad input throws io_error (naming the
+// file or field), value_error or shape_error before fn runs.
+template <class Fn>
+void with_attention_problem(const std::filesystem::path& in_dir, Fn&& fn) {
+    const auto in = detail::normalize_dir(in_dir);
     const AttentionConfig cfg = read_attention_config(in / "config.json");
     const NpyArray q = *detail::read_input(in, "query");
     if (q.shape.size() != 2 && q.shape.size() != 3)
         throw io_error(q.source + ": has shape " + shape_str(q.shape) + ", expected 3-D (batched) or 2-D (unbatched)");
-    if (q.dtype == Dtype::float32) {
-        q.shape.size() == 3 ? detail::run_attention_typed<float, 3>(in, out, cfg, q, adam)
-                            : detail::run_attention_typed<float, 2>(in, out, cfg, q, adam);
-    } else if (q.dtype == Dtype::float64) {
-        q.shape.size() == 3 ? detail::run_attention_typed<double, 3>(in, out, cfg, q, adam)
-                            : detail::run_attention_typed<double, 2>(in, out, cfg, q, adam);
-    } else {
+    auto run = [&]<Real T, std::size_t N>() {
+        auto problem = detail::load_attention_problem<T, N>(in, cfg, q);
+        fn(problem);
+    };
+    if (q.dtype == Dtype::float32)
+        q.shape.size() == 3 ? run.template operator()<float, 3>() : run.template operator()<float, 2>();
+    else if (q.dtype == Dtype::float64)
+        q.shape.size() == 3 ? run.template operator()<double, 3>() : run.template operator()<double, 2>();
+    else
         throw io_error(q.source + ": has dtype " + dtype_name(q.dtype) + ", expected float32 or float64");
-    }
+}
+
+// Runs one attention problem from directory `in` into directory `out` (see the top of this file).
+// Throws io_error (bad files or config), value_error or shape_error; nothing is written then.
+inline void run_attention(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
+                          const std::optional<AttentionAdamOptions>& adam = std::nullopt) {
+    const auto out = detail::normalize_dir(out_dir);
+    if (adam && adam->steps <= 0) throw value_error("--adam-steps must be positive, got " + std::to_string(adam->steps));
+    with_attention_problem(in_dir, [&](auto& problem) {
+        detail::check_out_dir(out);
+        detail::run_attention_typed(problem, out, adam);
+    });
 }
 
 }  // namespace xgrad::io

@@ -199,27 +199,34 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     detail::HeadOperand<T> q, k, v;
     if (self_attention && in_proj_weight && !bias_k && !options.add_zero_attn) {
         const Var<T, 3> qkv = in_proj_bias ? linear(q_in, in_proj_weight, in_proj_bias) : linear(q_in, in_proj_weight);
+        named(qkv, "qkv");
         q = heads_of(qkv, 0), k = heads_of(qkv, E), v = heads_of(qkv, 2 * E);
     } else {
-        auto rows = [&](const Var<T, 2>& w, std::size_t i) { return slice(w, 0, long(i * E), long((i + 1) * E)); };
+        static constexpr const char* weight_block[] = {"W_q", "W_k", "W_v"};
+        static constexpr const char* bias_block[] = {"b_q", "b_k", "b_v"};
+        auto rows = [&](const Var<T, 2>& w, std::size_t i) {
+            return named(slice(w, 0, long(i * E), long((i + 1) * E)), weight_block[i]);
+        };
         auto project = [&](const Var<T, 3>& x, const Var<T, 2>& separate, std::size_t i) -> Var<T, 3> {
             const Var<T, 2> w = in_proj_weight ? rows(in_proj_weight, i) : separate;
             if (!in_proj_bias) return linear(x, w);
-            return linear(x, w, slice(in_proj_bias, 0, long(i * E), long((i + 1) * E)));
+            return linear(x, w, named(slice(in_proj_bias, 0, long(i * E), long((i + 1) * E)), bias_block[i]));
         };
         Var<T, 3> kp = project(k_in, k_proj_weight, 1), vp = project(v_in, v_proj_weight, 2);
+        named(kp, "k"), named(vp, "v");
         // Extra keys, never masked: bias_k / bias_v (add_bias_kv), then a zero key and value (add_zero_attn).
         const std::array<std::size_t, 3> one_token = batch_first ? std::array<std::size_t, 3>{B, 1, E}
                                                                  : std::array<std::size_t, 3>{1, B, E};
         if (bias_k && bias_v) {
-            kp = concat({kp, expand<3>(bias_k, one_token)}, long(seq_axis));
-            vp = concat({vp, expand<3>(bias_v, one_token)}, long(seq_axis));
+            kp = named(concat({kp, expand<3>(bias_k, one_token)}, long(seq_axis)), "k+bias_k");
+            vp = named(concat({vp, expand<3>(bias_v, one_token)}, long(seq_axis)), "v+bias_v");
         }
         if (options.add_zero_attn) {
-            const auto zeros = constant(xt::xtensor<T, 3>(one_token, T(0)));
-            kp = concat({kp, zeros}, long(seq_axis)), vp = concat({vp, zeros}, long(seq_axis));
+            const auto zeros = named(constant(xt::xtensor<T, 3>(one_token, T(0))), "zero_attn");
+            kp = named(concat({kp, zeros}, long(seq_axis)), "k+zero_attn");
+            vp = named(concat({vp, zeros}, long(seq_axis)), "v+zero_attn");
         }
-        q = heads_of(project(q_in, q_proj_weight, 0), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
+        q = heads_of(named(project(q_in, q_proj_weight, 0), "q"), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
     }
     const std::size_t Sp = k.layout.len;
 
@@ -247,32 +254,34 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         throw value_error("MultiheadAttention: dropout " + std::to_string(p) +
                           " while training needs dropout_generator (or eval())");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head
-    Var<T, 3> weights = detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks);
-    if (p > 0) weights = dropout(weights, p, true, *dropout_generator);
+    Var<T, 3> weights = named(detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks), "weights");
+    if (p > 0) weights = named(dropout(weights, p, true, *dropout_generator), "weights.dropout");
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
     const Var<T, 3> context = detail::attention_context(
         weights, v, detail::HeadLayout::of(out_shape, batch_first, H, D, 0), out_shape);
-    const Var<T, 3> out = out_proj(context);  // in the caller's layout already
+    named(context, "context");
+    const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already
 
     MhaOutput<T, N> result;
     if constexpr (batched)
         result.output = out;
     else
-        result.output = reshape<2>(out, std::array<long, 2>{long(L), long(E)});
+        result.output = named(reshape<2>(out, std::array<long, 2>{long(L), long(E)}), "output");
     if (opts.need_weights) {
         const Var<T, 4> w = reshape<4>(weights, std::array<long, 4>{long(B), long(H), long(L), long(Sp)});
         if (opts.average_attn_weights) {
-            const Var<T, 3> avg = mean(w, 1);  // (N, L, S')
+            const Var<T, 3> avg = named(mean(w, 1), batched ? "attn_weights" : "");  // (N, L, S')
             if constexpr (batched)
                 result.attn_weights = avg;
             else
-                result.attn_weights = reshape<2>(avg, std::array<long, 2>{long(L), long(Sp)});
+                result.attn_weights = named(reshape<2>(avg, std::array<long, 2>{long(L), long(Sp)}), "attn_weights");
         } else {
             if constexpr (batched)
-                result.attn_weights_per_head = w;
+                result.attn_weights_per_head = named(w, "attn_weights");
             else
-                result.attn_weights_per_head = reshape<3>(w, std::array<long, 3>{long(H), long(L), long(Sp)});
+                result.attn_weights_per_head =
+                    named(reshape<3>(w, std::array<long, 3>{long(H), long(L), long(Sp)}), "attn_weights");
         }
     }
     return result;

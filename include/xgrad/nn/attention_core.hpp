@@ -115,6 +115,7 @@ public:
 
     const char* op_name() const override { return "attention_weights"; }
     void release_inputs() override { q.source = {}, k.source = {}; }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, q.source, k.source); }
 
     void forward() {
         const HeadLayout &ql = q.layout, &kl = k.layout;
@@ -132,6 +133,34 @@ public:
                                        masks.has_ignore ? masks.ignore.data() + (first_row + i) * S : nullptr,
                                        masks.has_additive ? masks.additive.data() + (first_row + i) * S : nullptr);
             }
+    }
+
+    // For study: the softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
+    // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
+    void for_each_internal(const Node::InternalVisitor& f) const override {
+        if (!q.source || !k.source) return;  // inputs released: the tape was cleared
+        const HeadLayout &ql = q.layout, &kl = k.layout;
+        const std::size_t L = ql.len, S = kl.len, H = ql.heads, D = ql.head_dim;
+        xt::xtensor<T, 3> scores(this->value.shape()), grad;
+        for (std::size_t b = 0; b < ql.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h)
+                blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, scale, q.source.value().data() + ql.at(b, h),
+                           ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0),
+                           scores.data() + (b * H + h) * L * S, S);
+        for (std::size_t i = 0; i < scores.size(); ++i) {
+            if (masks.has_additive) scores.data()[i] += masks.additive.data()[i];
+            if (masks.has_ignore && masks.ignore.data()[i] != T(0))
+                scores.data()[i] = -std::numeric_limits<T>::infinity();
+        }
+        if (this->has_grad()) {
+            grad.resize(this->value.shape());
+            const T *P = this->value.data(), *dP = this->grad_storage()->data();
+            for (std::size_t r = 0; r < ql.batch * H * L; ++r) {
+                const T dp_dot_p = dot(dP + r * S, P + r * S, S);
+                for (std::size_t j = 0; j < S; ++j) grad.data()[r * S + j] = P[r * S + j] * (dP[r * S + j] - dp_dot_p);
+            }
+        }
+        f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores), this->has_grad() ? this->view_of(grad) : ArrayView{this->view_of(scores).shape});
     }
 
     void backward() override {
@@ -175,6 +204,7 @@ public:
 
     const char* op_name() const override { return "attention_context"; }
     void release_inputs() override { weights = {}, v.source = {}; }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, weights, v.source); }
 
     void forward() {
         const HeadLayout& vl = v.layout;

@@ -1,0 +1,122 @@
+// The driver behind `xgrad inspect --from IN`: one MultiheadAttention forward and backward on the
+// problem in IN (the folder format of `xgrad attention`), printed as a tape listing; optionally
+// the graph as Graphviz dot and every intermediate value and gradient as .npy files.
+//
+// When key.npy and value.npy hold the same array as query.npy, the three are passed as one Var
+// (self-attention, as in a training loop), so the tape shows the packed in-projection.
+//
+// --dump DIR gets <leaf>.npy and <leaf>.grad.npy for the inputs and parameters, NN-<name>.npy and
+// NN-<name>.grad.npy for the op at tape position NN (unnamed ops: NN-<op>.npy), and
+// NN-weights.scores(.grad).npy for the scores inside attention_weights. A .grad.npy is written only
+// where a gradient arrived. Files are written to a staging folder renamed at the end.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#include "xgrad/core/inspect.hpp"
+#include "xgrad/io/attention_tool.hpp"
+#include "xgrad/io/file.hpp"
+
+namespace xgrad::io {
+
+struct InspectOptions {
+    std::optional<std::filesystem::path> dot;   // write the graph here
+    std::optional<std::filesystem::path> dump;  // write every value and gradient into this folder
+};
+
+namespace detail {
+
+inline NpyArray npy_of(const ArrayView& a) {
+    NpyArray out;
+    out.dtype = a.is_double ? Dtype::float64 : Dtype::float32;
+    out.shape = a.shape;
+    std::size_t n = itemsize(out.dtype);
+    for (std::size_t d : a.shape) n *= d;
+    const auto* p = static_cast<const std::byte*>(a.data);
+    out.bytes.assign(p, p + n);
+    return out;
+}
+
+// A node name as a file name: letters, digits, '.', '-' and '_' kept, anything else '_'.
+inline std::string file_stem(const std::string& name) {
+    std::string s = name;
+    for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    return s;
+}
+
+// Writes every value and gradient of g into `stage` (see the top of this file).
+inline void dump_graph(const TapeGraph& g, const StagingDir& stage) {
+    auto write = [&](const std::string& stem, const ArrayView& value, const ArrayView& grad) {
+        write_npy(stage.file(stem + ".npy"), npy_of(value));
+        if (grad.data) write_npy(stage.file(stem + ".grad.npy"), npy_of(grad));
+    };
+    for (std::size_t k = 0; k < g.entries().size(); ++k) {
+        const auto& e = g.entries()[k];
+        std::string stem = file_stem(e.is_op && e.node->label.empty() ? e.node->op_name() : e.name);
+        if (e.is_op) {
+            const std::string pos = std::to_string(k - g.leaf_count());
+            stem = std::string(pos.size() < 2 ? 2 - pos.size() : 0, '0') + pos + "-" + stem;
+        }
+        write(stem, e.node->value_view(), e.node->grad_view());
+        e.node->for_each_internal([&](const char* name, const char*, const ArrayView& value, const ArrayView& grad) {
+            write(stem + "." + file_stem(name), value, grad);
+        });
+    }
+}
+
+template <Real T, std::size_t N>
+void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectOptions& opt) {
+    Tape tape;
+    TapeScope on(tape);
+    const bool self_attention = p.key == p.query && p.value == p.query;
+    const auto query = named(parameter(p.query), self_attention ? "x" : "query");
+    const auto key = self_attention ? query : named(parameter(p.key), "key");
+    const auto value = self_attention ? query : named(parameter(p.value), "value");
+    for_each_parameter(p.mha, [](const std::string& name, const auto& var) { named(var, name); });
+    const auto r = p.mha.forward(query, key, value, p.forward_options);
+    backward(r.output, p.grad_output);
+
+    const auto& o = p.mha.options;
+    os << "MultiheadAttention embed_dim=" << o.embed_dim << " num_heads=" << o.num_heads << ", "
+       << (self_attention ? "self-attention on x " : "query ") << shape_str(p.query.shape()) << " "
+       << (std::is_same_v<T, double> ? "float64" : "float32") << "; backward from output with grad_output.npy\n\n";
+    const TapeGraph g(tape);
+    print_forward(os, g);
+    os << '\n';
+    print_backward(os, g);
+    // The dump goes to a staging folder that is renamed only after the dot file is written.
+    std::optional<StagingDir> stage;
+    if (opt.dump) dump_graph(g, stage.emplace(*opt.dump));
+    if (opt.dot) {
+        std::ostringstream dot;
+        write_dot(dot, g);
+        const std::string text = dot.str();
+        write_file_atomic(*opt.dot, text.data(), text.size());
+    }
+    if (stage) stage->commit();
+}
+
+}  // namespace detail
+
+// Prints the tape of one forward and backward of the problem in `in` to `os`, and writes the
+// optional dot file and dump folder. Bad input throws (io_error naming the file) before anything
+// is printed or written.
+inline void run_inspect(const std::filesystem::path& in, std::ostream& os, const InspectOptions& opt = {}) {
+    const auto dump = opt.dump ? std::optional(detail::normalize_dir(*opt.dump)) : std::nullopt;
+    with_attention_problem(in, [&](auto& problem) {
+        if (opt.dot) {
+            const auto dir = opt.dot->has_parent_path() ? opt.dot->parent_path() : std::filesystem::path(".");
+            if (!std::filesystem::is_directory(dir)) throw io_error(opt.dot->string() + ": the parent directory does not exist");
+        }
+        if (dump) detail::check_out_dir(*dump);
+        std::ostringstream text;  // printed only when everything worked
+        detail::inspect_problem(problem, text, InspectOptions{opt.dot, dump});
+        os << text.str();
+    });
+}
+
+}  // namespace xgrad::io
