@@ -15,7 +15,7 @@ public:
     const char* op_name() const override { return "softplus"; }
     void release_inputs() override { x = {}; }
     // For tape listings (xgrad::TapeGraph, `xgrad inspect`): the inputs this node holds.
-    void for_each_input(const xgrad::Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x); }
+    void for_each_input(const xgrad::Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
     void backward() override {
         if (!x.requires_grad()) return;
         auto& gx = x.node()->grad_buffer();

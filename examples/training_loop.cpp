@@ -16,7 +16,7 @@ std::pair<xt::xtensor<float, 3>, xt::xtensor<float, 3>> make_batch(Generator& ge
     for (auto& v : x) v = float(gen.normal());
     for (std::size_t i = 0; i < 8; ++i)
         for (std::size_t j = 0; j < 16 * 16; ++j)
-            y.data()[i * 256 + j] = (i * y.data()[(i ? i - 1 : 0) * 256 + j] + x.data()[i * 256 + j]) / float(i + 1);
+            y.data()[i * 256 + j] = i == 0 ? x.data()[j] : (i * y.data()[(i - 1) * 256 + j] + x.data()[i * 256 + j]) / float(i + 1);
     return {x, y};
 }
 

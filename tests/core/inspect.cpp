@@ -200,7 +200,9 @@ TEST_CASE("the scores of a masked MultiheadAttention: -inf where ignored, a zero
     const Node* weights = g.op(1).node;
     REQUIRE(g.op(1).name == "weights");
     const auto& P = dynamic_cast<const TensorNode<double, 3>&>(*weights).value;
+    int calls = 0;
     weights->for_each_internal([&](const char*, const char*, const ArrayView& v, const ArrayView& gv) {
+        ++calls;
         REQUIRE(v.shape == std::vector<std::size_t>{6, 4, 4});  // (N·H, L, S)
         const auto* s = static_cast<const double*>(v.data);
         const auto* ds = static_cast<const double*>(gv.data);
@@ -219,6 +221,7 @@ TEST_CASE("the scores of a masked MultiheadAttention: -inf where ignored, a zero
                 CHECK(grad_sum == doctest::Approx(0).scale(1));  // a softmax's input gradient sums to 0 per row
             }
     });
+    CHECK(calls == 1);
 }
 
 }  // namespace test_core_inspect

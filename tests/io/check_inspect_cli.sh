@@ -78,4 +78,11 @@ grep -q '^xgrad inspect: .*out_proj.bias.npy' "$work/err" || fail "missing file:
 # a dump folder whose parent does not exist
 "$xgrad" inspect --from "$basic/in" --dump "$work/no/such/dir" >/dev/null 2>"$work/err"
 [ $? -eq 2 ] && grep -q 'parent directory does not exist' "$work/err" || fail "bad --dump: $(cat "$work/err")"
+# a failure after the dump was staged (--dot names a directory): no dump, no temporary files
+mkdir "$work/adir"
+"$xgrad" inspect --from "$basic/in" --dot "$work/adir" --dump "$work/late" >/dev/null 2>"$work/err"
+status=$?
+[ $status -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] || fail "dot onto a directory: status $status: $(cat "$work/err")"
+[ ! -e "$work/late" ] || fail "dot onto a directory: the dump was left behind"
+ls -a "$work" | grep -q 'tmp' && fail "dot onto a directory: temporary files left: $(ls -a "$work")"
 echo "all inspect CLI checks passed"

@@ -172,7 +172,7 @@ std::string formula(const Expr<Op, Cs...>*) {
 // ---- the Vars an expression reads, in formula order (for tape listings) ----
 template <Real T, std::size_t N>
 void visit_vars(const Var<T, N>& v, const Node::InputVisitor& f) {
-    detail::visit_inputs(f, v);
+    visit_inputs(f, v);
 }
 template <Real T>
 void visit_vars(const Const<T>&, const Node::InputVisitor&) {}

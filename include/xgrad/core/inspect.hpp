@@ -23,7 +23,8 @@
 
 namespace xgrad {
 
-// The recorded graph: leaves (in order of first use) and then the ops in tape order.
+// The recorded graph: leaves (in order of first use) and then the ops in tape order. It points
+// into the tape: build it after the forward (and backward), use it before tape().clear().
 class TapeGraph {
 public:
     struct Entry {
@@ -35,7 +36,7 @@ public:
 
     explicit TapeGraph(const Tape& tape) {
         std::vector<Entry> ops;
-        std::map<const Node*, std::size_t> op_of;  // node -> index in ops
+        std::map<const Node*, std::size_t> op_of, leaf_of;  // node -> index in ops / in entries_
         for (std::size_t i = 0; i < tape.size(); ++i) {
             const Node& n = tape[i];
             op_of[&n] = i;
@@ -46,7 +47,7 @@ public:
         for (std::size_t i = 0; i < ops.size(); ++i)
             ops[i].node->for_each_input([&](const Node& in) {
                 if (auto it = op_of.find(&in); it != op_of.end()) return op_inputs[i].push_back({true, it->second});
-                auto [it, added] = leaf_of_.try_emplace(&in, entries_.size());
+                auto [it, added] = leaf_of.try_emplace(&in, entries_.size());
                 if (added) {
                     const std::string fallback = "leaf " + std::to_string(entries_.size());
                     entries_.push_back({&in, false, {}, in.label.empty() ? fallback : in.label});
@@ -68,7 +69,6 @@ public:
 
 private:
     std::vector<Entry> entries_;
-    std::map<const Node*, std::size_t> leaf_of_;
     std::size_t leaves_ = 0;
 };
 

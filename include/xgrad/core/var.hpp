@@ -153,18 +153,17 @@ Var<T, N> Var<T, N>::detach() const {
 
 // Names v's node for tape listings (xgrad inspect): "weights", "query". Returns v.
 template <Real T, std::size_t N>
-const Var<T, N>& named(const Var<T, N>& v, std::string_view name) {
+Var<T, N> named(const Var<T, N>& v, std::string_view name) {
     if (v) v.node()->label.assign(name);
     return v;
 }
 
-namespace detail {
-// Node::for_each_input for ops holding their inputs as Vars (empty ones, e.g. no bias, skipped).
+// For a node's Node::for_each_input: calls f on the node of every input Var (empty ones, e.g. an
+// absent bias, are skipped).
 template <class... Vs>
 void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
     ((inputs ? f(*inputs.node()) : void()), ...);
 }
-}  // namespace detail
 
 // Creates the output node of an op: on the current tape when grad is enabled and some input
 // requires grad, otherwise a free-standing node that requires nothing.

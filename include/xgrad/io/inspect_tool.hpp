@@ -2,19 +2,22 @@
 // problem in IN (the folder format of `xgrad attention`), printed as a tape listing; optionally
 // the graph as Graphviz dot and every intermediate value and gradient as .npy files.
 //
-// When key.npy and value.npy hold the same array as query.npy, the three are passed as one Var
-// (self-attention, as in a training loop), so the tape shows the packed in-projection.
+// When key.npy and value.npy hold the same array as query.npy, the three are passed as one Var x
+// (self-attention, as in a training loop), so the tape shows the packed in-projection; x's
+// gradient is then the sum of the query, key and value gradients.
 //
 // --dump DIR gets <leaf>.npy and <leaf>.grad.npy for the inputs and parameters, NN-<name>.npy and
 // NN-<name>.grad.npy for the op at tape position NN (unnamed ops: NN-<op>.npy), and
 // NN-weights.scores(.grad).npy for the scores inside attention_weights. A .grad.npy is written only
 // where a gradient arrived. Files are written to a staging folder renamed at the end.
 #pragma once
+#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "xgrad/core/inspect.hpp"
 #include "xgrad/io/attention_tool.hpp"
@@ -88,7 +91,8 @@ void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectO
     print_forward(os, g);
     os << '\n';
     print_backward(os, g);
-    // The dump goes to a staging folder that is renamed only after the dot file is written.
+    // The dump goes to a staging folder renamed after the dot file is written (both parents were
+    // checked first; only a failing rename could leave the dot file without the dump).
     std::optional<StagingDir> stage;
     if (opt.dump) dump_graph(g, stage.emplace(*opt.dump));
     if (opt.dot) {

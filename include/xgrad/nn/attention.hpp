@@ -253,7 +253,8 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     if (p > 0 && !dropout_generator)
         throw value_error("MultiheadAttention: dropout " + std::to_string(p) +
                           " while training needs dropout_generator (or eval())");
-    // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head
+    // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
+    // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
     Var<T, 3> weights = named(detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks), "weights");
     if (p > 0) weights = named(dropout(weights, p, true, *dropout_generator), "weights.dropout");
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}

@@ -22,7 +22,7 @@ public:
 
     const char* op_name() const override { return "dropout"; }
     void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward(double p, Generator& gen) {
         const std::size_t n = x.size();

@@ -28,7 +28,7 @@ public:
 
     const char* op_name() const override { return "embedding"; }
     void release_inputs() override { weight = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, weight); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weight); }
 
     void forward(const T* w, std::size_t E) {
         T* dst = this->value.data();

@@ -35,7 +35,7 @@ public:
         a = {};
         b = {};
     }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, a, b); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, a, b); }
 
     void forward(const T* pa, const T* pb) {
         T* py = this->value.data();
@@ -115,7 +115,7 @@ public:
         weight = {};
         bias = {};
     }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x, weight, bias); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     void forward(const T* px, const T* pw, const T* pb) {
         T* py = this->value.data();

@@ -51,7 +51,7 @@ public:
 
     const char* op_name() const override { return "mse_loss"; }
     void release_inputs() override { input = {}, target = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, input, target); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, input, target); }
 
     void forward() {
         const T* x = input.value().data();
@@ -118,7 +118,7 @@ public:
 
     const char* op_name() const override { return "cross_entropy"; }
     void release_inputs() override { logits = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, logits); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, logits); }
 
     void forward() {
         const auto [outer, C, inner] = split;

@@ -22,7 +22,7 @@ public:
 
     const char* op_name() const override { return "layer_norm"; }
     void release_inputs() override { x = {}, weight = {}, bias = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x, weight, bias); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     // x̂ exactly as forward computes it: in double, from the double mean and rstd.
     static double normalized(T x, double mu, double rs) { return (double(x) - mu) * rs; }

@@ -31,7 +31,7 @@ public:
 
     const char* op_name() const override { return reduction_name(kind); }
     void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward(const Var<T, N>& input) {
         const T* src = input.value().data();

@@ -24,7 +24,7 @@ public:
     const char* op_name() const override { return "concat"; }
     void release_inputs() override { xs.clear(); }
     void for_each_input(const Node::InputVisitor& f) const override {
-        for (const auto& x : xs) xgrad::detail::visit_inputs(f, x);
+        for (const auto& x : xs) xgrad::visit_inputs(f, x);
     }
 
     // Calls block(i, outer_index, offset_in_y, count) for each contiguous block x_i contributes.

@@ -109,7 +109,7 @@ public:
 
     const char* op_name() const override { return name; }
     void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward(const T* src) {
         T* dst = this->value.data();

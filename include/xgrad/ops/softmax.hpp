@@ -41,7 +41,7 @@ public:
     const char* op_name() const override { return name; }
     bool allows_negative_infinity() const override { return log; }  // log 0 of a masked entry
     void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, x); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward() {
         const auto [outer, extent, inner] = split;
