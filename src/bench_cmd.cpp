@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cblas.h>
@@ -34,17 +35,24 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// GFLOP/s of OpenBLAS alone on the workload's in-projection GEMM (L·B, E) · (E, 3E).
+// GFLOP/s of OpenBLAS alone, with its own `threads` threads, on the workload's in-projection GEMM
+// (L·B, E) · (E, 3E). xgrad's GEMMs run OpenBLAS single-threaded (core/parallel.hpp), so its
+// thread count is set for this measurement only.
 template <Real T>
-double blas_gflops(const bench::MhaConfig& c, int repeats) {
-    const std::size_t m = c.seq * c.batch, k = c.embed, n = 3 * c.embed;
-    std::vector<T> a(m * k, T(0.5)), b(k * n, T(0.25)), y(m * n);
+double blas_gflops(const bench::MhaConfig& c, int threads, int repeats) {
+    const int m = int(c.seq * c.batch), k = int(c.embed), n = int(3 * c.embed);
+    std::vector<T> a(std::size_t(m) * k, T(0.5)), b(std::size_t(k) * n, T(0.25)), y(std::size_t(m) * n);
     std::vector<double> us;
+    openblas_set_num_threads(threads);
     for (int r = 0; r < repeats + 2; ++r) {
         const auto t0 = Clock::now();
-        blas::gemm(blas::Op::none, blas::Op::trans, m, n, k, T(1), a.data(), b.data(), T(0), y.data());
+        if constexpr (std::is_same_v<T, float>)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a.data(), k, b.data(), k, 0, y.data(), n);
+        else
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a.data(), k, b.data(), k, 0, y.data(), n);
         if (r >= 2) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
+    openblas_set_num_threads(1);
     return 2.0 * double(m) * double(n) * double(k) / median(us) * 1e-3;
 }
 
@@ -64,7 +72,7 @@ int run(const BenchOptions& o) {
     const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
     const double median_us = median(us);
     const double gflops = bench::useful_flops(o.config) / median_us * 1e-3;
-    const double blas = blas_gflops<T>(o.config, std::max(o.steps, 20));
+    const double blas = blas_gflops<T>(o.config, o.threads, std::max(o.steps, 20));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const auto& c = o.config;
@@ -93,7 +101,7 @@ void add_bench_command(CLI::App& app) {
     cmd->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 1000000));
     cmd->callback([] {
         selected_action() = [] {
-            openblas_set_num_threads(o.threads);
+            set_num_threads(std::size_t(o.threads));
             return o.dtype == "float64" ? run<double>(o) : run<float>(o);
         };
     });

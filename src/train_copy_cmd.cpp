@@ -60,7 +60,7 @@ std::vector<unsigned char> attention_picture(const copy_task::Model<float>& mode
 
 int train_copy(const CopyOptions& o) {
     namespace fs = std::filesystem;
-    openblas_set_num_threads(o.threads);
+    set_num_threads(std::size_t(o.threads));
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     copy_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
@@ -156,7 +156,7 @@ void add_train_copy_command(CLI::App& train) {
     copy->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
     copy->add_option("--lr", o.lr, "Adam learning rate")->check(CLI::PositiveNumber);
     copy->add_option("--seed", o.seed, "random seed (same seed, same losses)");
-    copy->add_option("--threads", o.threads, "BLAS threads")->check(CLI::Range(1, 64));
+    copy->add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(CLI::Range(1, 64));
     copy->add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(CLI::PositiveNumber);
     copy->add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
         ->check(CLI::PositiveNumber);

@@ -56,14 +56,19 @@ struct HeadOperand {
 // masked row (every key ignored or -inf) gives all zeros; a NaN score makes the row NaN.
 // SIMD through xsimd: max, exp and sum W lanes at a time.
 template <Real T>
+void apply_masks_row(T* row, std::size_t n, const T* ignore, const T* additive) {
+    if (additive)
+        for (std::size_t j = 0; j < n; ++j) row[j] += additive[j];
+    if (ignore)
+        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] != T(0) ? -std::numeric_limits<T>::infinity() : row[j];
+}
+
+template <Real T>
 void masked_softmax_row(T* row, std::size_t n, const T* ignore, const T* additive) {
     using batch = xsimd::batch<T>;
     constexpr std::size_t W = batch::size;
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    if (additive)
-        for (std::size_t j = 0; j < n; ++j) row[j] += additive[j];
-    if (ignore)
-        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] != T(0) ? neg_inf : row[j];
+    apply_masks_row(row, n, ignore, additive);
     const std::size_t n_simd = n - n % W;
     batch lanes_max(neg_inf);
     for (std::size_t j = 0; j < n_simd; j += W) lanes_max = xsimd::max(lanes_max, batch::load_unaligned(row + j));
@@ -115,52 +120,63 @@ public:
 
     const char* op_name() const override { return "attention_weights"; }
     void release_inputs() override { q.source = {}, k.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, q.source, k.source); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, q.source, k.source); }
+
+    // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S), the scores of head h of sequence b, into `out`
+    void scaled_scores(std::size_t b, std::size_t h, T* out) const {
+        const HeadLayout &ql = q.layout, &kl = k.layout;
+        blas::gemm(blas::Op::none, blas::Op::trans, ql.len, kl.len, ql.head_dim, scale,
+                   q.source.value().data() + ql.at(b, h), ql.seq_stride, k.source.value().data() + kl.at(b, h),
+                   kl.seq_stride, T(0), out, kl.len);
+    }
+    const T* ignore_row(std::size_t r) const { return masks.has_ignore ? masks.ignore.data() + r * k.layout.len : nullptr; }
+    const T* additive_row(std::size_t r) const {
+        return masks.has_additive ? masks.additive.data() + r * k.layout.len : nullptr;
+    }
+    // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P): the softmax's backward,
+    // from this node's value P and gradient dP (times the scale: the gradient of Q·Kᵀ)
+    void softmax_backward(T* out, T factor, std::size_t first, std::size_t last) const {
+        const std::size_t S = k.layout.len;
+        const T *P = this->value.data(), *dP = this->grad_storage()->data();
+        for (std::size_t r = first; r < last; ++r) {
+            const T *p = P + r * S, *dp = dP + r * S;
+            const T dp_dot_p = dot(dp, p, S);
+            for (std::size_t j = 0; j < S; ++j) out[r * S + j] = p[j] * (dp[j] - dp_dot_p) * factor;
+        }
+    }
+
+    // 2·L·S·D flops per (batch, head), for parallel_for
+    double flops() const { return 2.0 * double(this->value.size()) * double(q.layout.head_dim); }
 
     void forward() {
-        const HeadLayout &ql = q.layout, &kl = k.layout;
-        const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, H = ql.heads;
-        const T *pq = q.source.value().data(), *pk = k.source.value().data();
-        for (std::size_t b = 0; b < ql.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                T* scores = this->value.data() + (b * H + h) * L * S;
-                // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S)
-                blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, scale, pq + ql.at(b, h), ql.seq_stride,
-                           pk + kl.at(b, h), kl.seq_stride, T(0), scores, S);
-                const std::size_t first_row = (b * H + h) * L;
-                for (std::size_t i = 0; i < L; ++i)
-                    masked_softmax_row(scores + i * S, S,
-                                       masks.has_ignore ? masks.ignore.data() + (first_row + i) * S : nullptr,
-                                       masks.has_additive ? masks.additive.data() + (first_row + i) * S : nullptr);
+        const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
+        parallel_for(q.layout.batch * H, flops(), [&](std::size_t first, std::size_t last) {
+            for (std::size_t bh = first; bh < last; ++bh) {
+                T* scores = this->value.data() + bh * L * S;
+                scaled_scores(bh / H, bh % H, scores);
+                for (std::size_t i = 0, r = bh * L; i < L; ++i, ++r)
+                    masked_softmax_row(scores + i * S, S, ignore_row(r), additive_row(r));
             }
+        });
     }
 
     // For study: the softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
     // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
     void for_each_internal(const Node::InternalVisitor& f) const override {
         if (!q.source || !k.source) return;  // inputs released: the tape was cleared
-        const HeadLayout &ql = q.layout, &kl = k.layout;
-        const std::size_t L = ql.len, S = kl.len, H = ql.heads, D = ql.head_dim;
+        const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
         xt::xtensor<T, 3> scores(this->value.shape()), grad;
-        for (std::size_t b = 0; b < ql.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h)
-                blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, scale, q.source.value().data() + ql.at(b, h),
-                           ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0),
-                           scores.data() + (b * H + h) * L * S, S);
-        for (std::size_t i = 0; i < scores.size(); ++i) {
-            if (masks.has_additive) scores.data()[i] += masks.additive.data()[i];
-            if (masks.has_ignore && masks.ignore.data()[i] != T(0))
-                scores.data()[i] = -std::numeric_limits<T>::infinity();
-        }
+        for (std::size_t b = 0; b < q.layout.batch; ++b)
+            for (std::size_t h = 0; h < H; ++h) scaled_scores(b, h, scores.data() + (b * H + h) * L * S);
+        for (std::size_t r = 0; r < scores.size() / S; ++r)
+            apply_masks_row(scores.data() + r * S, S, ignore_row(r), additive_row(r));
         if (this->has_grad()) {
             grad.resize(this->value.shape());
-            const T *P = this->value.data(), *dP = this->grad_storage()->data();
-            for (std::size_t r = 0; r < ql.batch * H * L; ++r) {
-                const T dp_dot_p = dot(dP + r * S, P + r * S, S);
-                for (std::size_t j = 0; j < S; ++j) grad.data()[r * S + j] = P[r * S + j] * (dP[r * S + j] - dp_dot_p);
-            }
+            softmax_backward(grad.data(), T(1), 0, this->value.size() / S);
         }
-        f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores), this->has_grad() ? this->view_of(grad) : ArrayView{this->view_of(scores).shape});
+        const ArrayView no_grad{this->view_of(scores).shape};
+        f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
+          this->has_grad() ? this->view_of(grad) : no_grad);
     }
 
     void backward() override {
@@ -169,21 +185,16 @@ public:
         const HeadLayout &ql = q.layout, &kl = k.layout;
         const std::size_t L = ql.len, S = kl.len, H = ql.heads, D = ql.head_dim;
         if (dscores.shape() != this->value.shape()) dscores.resize(this->value.shape());
-        const T* P = this->value.data();
-        const T* dP = this->grad_buffer().data();
-        T* dS = dscores.data();
-        // dS (B·H,L,S) = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
-        for (std::size_t r = 0; r < ql.batch * H * L; ++r) {
-            const T *p = P + r * S, *dp = dP + r * S;
-            const T dp_dot_p = dot(dp, p, S);
-            for (std::size_t j = 0; j < S; ++j) dS[r * S + j] = p[j] * (dp[j] - dp_dot_p) * scale;
-        }
         const T *pq = q.source.value().data(), *pk = k.source.value().data();
         T* gq = need_q ? q.source.node()->grad_buffer().data() : nullptr;
         T* gk = need_k ? k.source.node()->grad_buffer().data() : nullptr;
-        for (std::size_t b = 0; b < ql.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const T* ds = dS + (b * H + h) * L * S;
+        // Each (b, h) writes only its own rows of dS and its own head columns of dQ and dK.
+        parallel_for(ql.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
+            for (std::size_t bh = first; bh < last; ++bh) {
+                const std::size_t b = bh / H, h = bh % H;
+                // dS_bh (L,S) = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
+                softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L);
+                const T* ds = dscores.data() + bh * L * S;
                 if (gq)  // dQ_bh (L,D) += dS_bh (L,S) · K_bh (S,D)
                     blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), ds, S, pk + kl.at(b, h), kl.seq_stride,
                                T(1), gq + ql.at(b, h), ql.seq_stride);
@@ -191,6 +202,7 @@ public:
                     blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), ds, S, pq + ql.at(b, h), ql.seq_stride,
                                T(1), gk + kl.at(b, h), kl.seq_stride);
             }
+        });
     }
 };
 
@@ -204,16 +216,21 @@ public:
 
     const char* op_name() const override { return "attention_context"; }
     void release_inputs() override { weights = {}, v.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::detail::visit_inputs(f, weights, v.source); }
+    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weights, v.source); }
+
+    double flops() const { return 2.0 * double(weights.size()) * double(v.layout.head_dim); }
 
     void forward() {
         const HeadLayout& vl = v.layout;
         const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
         const T *P = weights.value().data(), *pv = v.source.value().data();
-        for (std::size_t b = 0; b < vl.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h)  // O_bh (L,D) = P_bh (L,S) · V_bh (S,D)
-                blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), P + (b * H + h) * L * S, S,
-                           pv + vl.at(b, h), vl.seq_stride, T(0), this->value.data() + out.at(b, h), out.seq_stride);
+        parallel_for(vl.batch * H, flops(), [&](std::size_t first, std::size_t last) {
+            for (std::size_t bh = first; bh < last; ++bh) {
+                const std::size_t b = bh / H, h = bh % H;  // O_bh (L,D) = P_bh (L,S) · V_bh (S,D)
+                blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), P + bh * L * S, S, pv + vl.at(b, h),
+                           vl.seq_stride, T(0), this->value.data() + out.at(b, h), out.seq_stride);
+            }
+        });
     }
 
     void backward() override {
@@ -223,9 +240,9 @@ public:
         const T *P = weights.value().data(), *pv = v.source.value().data(), *dO = this->grad_buffer().data();
         T* dP = need_p ? weights.node()->grad_buffer().data() : nullptr;
         T* gv = need_v ? v.source.node()->grad_buffer().data() : nullptr;
-        for (std::size_t b = 0; b < vl.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t w = (b * H + h) * L * S;
+        parallel_for(vl.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
+            for (std::size_t bh = first; bh < last; ++bh) {
+                const std::size_t b = bh / H, h = bh % H, w = bh * L * S;
                 if (dP)  // dP_bh (L,S) += dO_bh (L,D) · V_bhᵀ (D,S)
                     blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride,
                                pv + vl.at(b, h), vl.seq_stride, T(1), dP + w, S);
@@ -233,6 +250,7 @@ public:
                     blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), P + w, S, dO + out.at(b, h),
                                out.seq_stride, T(1), gv + vl.at(b, h), vl.seq_stride);
             }
+        });
     }
 };
 

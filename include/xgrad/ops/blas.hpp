@@ -1,5 +1,6 @@
 // Thin row-major GEMM over OpenBLAS: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C.
-// Transposes are BLAS flags on the stored matrices, never materialized.
+// Transposes are BLAS flags on the stored matrices, never materialized. xgrad's threads split a
+// large GEMM into blocks (core/parallel.hpp).
 #pragma once
 #include <algorithm>
 #include <climits>
@@ -10,6 +11,7 @@
 #include <cblas.h>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/parallel.hpp"
 
 namespace xgrad::blas {
 
@@ -41,12 +43,24 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
         return;
     }
     const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
-    if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, detail::dim(lda),
-                    b, detail::dim(ldb), beta, c, detail::dim(ldc));
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, detail::dim(m), detail::dim(n), detail::dim(k), alpha, a, detail::dim(lda),
-                    b, detail::dim(ldb), beta, c, detail::dim(ldc));
+    const blasint ik = detail::dim(k), ilda = detail::dim(lda), ildb = detail::dim(ldb), ildc = detail::dim(ldc);
+    (void)detail::dim(m), (void)detail::dim(n);  // checked here: the blocks run on pool threads, which must not throw
+    // With xgrad threads (core/parallel.hpp): C split into blocks of rows (or of columns when
+    // wider than tall), one single-threaded BLAS call per block. Each element's sum over k is
+    // unchanged, so the result does not depend on the thread count.
+    const bool by_rows = m >= n;
+    parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
+        const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
+        const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;
+        const T* b_block = by_rows ? b : b + (op_b == Op::none ? begin : begin * ldb);
+        T* c_block = c + (by_rows ? begin * ldc : begin);
+        if constexpr (std::is_same_v<T, float>)
+            cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,
+                        c_block, ildc);
+        else
+            cblas_dgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,
+                        c_block, ildc);
+    });
 }
 
 // A is stored (m,k) when op_a is none, (k,m) when trans; B likewise (k,n) or (n,k). All row-major

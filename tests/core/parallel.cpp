@@ -1,0 +1,115 @@
+// xgrad's threads: parallel_for covers every index once, nests serially, stays serial for small
+// work; GEMMs and MultiheadAttention give the same results on 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "xgrad/xgrad.hpp"
+
+namespace test_core_parallel {
+
+using namespace xgrad;
+
+// Restores one thread when a test ends, whatever happened.
+struct Threads {
+    explicit Threads(std::size_t n) { set_num_threads(n); }
+    ~Threads() { set_num_threads(1); }
+};
+
+TEST_CASE("parallel_for covers [0, n) exactly once, in disjoint ranges") {
+    Threads two(2);
+    CHECK(num_threads() == 2);
+    for (std::size_t n : {2, 3, 1000}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int> calls{0};
+        parallel_for(n, 1e12, [&](std::size_t begin, std::size_t end) {
+            ++calls;
+            for (std::size_t i = begin; i < end; ++i) ++hits[i];
+        });
+        for (std::size_t i = 0; i < n; ++i) CHECK(hits[i] == 1);
+        CHECK(calls == 2);  // one range per thread
+    }
+}
+
+TEST_CASE("parallel_for runs serially for little work, inside another loop, and on one thread") {
+    Threads two(2);
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    parallel_for(100, parallel_min_work / 2, [&](std::size_t b, std::size_t e) { ranges.push_back({b, e}); });
+    CHECK(ranges == std::vector<std::pair<std::size_t, std::size_t>>{{0, 100}});
+
+    std::atomic<int> inner_calls{0};
+    parallel_for(2, 1e12, [&](std::size_t, std::size_t) {
+        parallel_for(50, 1e12, [&](std::size_t b, std::size_t e) {
+            CHECK(b == 0);
+            CHECK(e == 50);
+            ++inner_calls;
+        });
+    });
+    CHECK(inner_calls == 2);
+
+    set_num_threads(1);
+    ranges.clear();
+    parallel_for(100, 1e12, [&](std::size_t b, std::size_t e) { ranges.push_back({b, e}); });
+    CHECK(ranges == std::vector<std::pair<std::size_t, std::size_t>>{{0, 100}});
+    CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: the thread count must be positive, got 0", value_error);
+}
+
+TEST_CASE("a GEMM split over 2 threads equals the naive product, for every transpose and in place") {
+    const std::size_t m = 150, n = 90, k = 70, lda_pad = 3;  // wider leading dims than the matrices
+    for (auto op_a : {blas::Op::none, blas::Op::trans})
+        for (auto op_b : {blas::Op::none, blas::Op::trans})
+            for (bool tall : {true, false}) {  // split by rows (m >= n) or by columns
+                const std::size_t M = tall ? m : n, N = tall ? n : m;
+                const std::size_t a_rows = op_a == blas::Op::none ? M : k, a_cols = op_a == blas::Op::none ? k : M;
+                const std::size_t b_rows = op_b == blas::Op::none ? k : N, b_cols = op_b == blas::Op::none ? N : k;
+                const auto a = randn<2>({a_rows, a_cols + lda_pad}, 1), b = randn<2>({b_rows, b_cols + lda_pad}, 2);
+                const auto c0 = randn<2>({M, N + lda_pad}, 3);
+                auto c1 = c0, c2 = c0;
+                blas::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
+                           c1.data(), N + lda_pad);
+                {
+                    Threads two(2);
+                    blas::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
+                               c2.data(), N + lda_pad);
+                }
+                double worst = 0;
+                for (std::size_t i = 0; i < M; ++i)
+                    for (std::size_t j = 0; j < N + lda_pad; ++j) {
+                        double want = c0(i, j);  // the padding columns stay untouched
+                        if (j < N) {
+                            double dot = 0;
+                            for (std::size_t t = 0; t < k; ++t)
+                                dot += (op_a == blas::Op::none ? a(i, t) : a(t, i)) * (op_b == blas::Op::none ? b(t, j) : b(j, t));
+                            want = 0.5 * dot + 2.0 * c0(i, j);
+                        }
+                        worst = std::max({worst, std::abs(c1(i, j) - want), std::abs(c2(i, j) - want)});
+                    }
+                CHECK(worst < 1e-11);
+            }
+}
+
+TEST_CASE("MultiheadAttention forward and backward on 2 threads match 1 thread") {
+    auto run = [](std::size_t threads) {
+        Threads t(threads);
+        Tape tape;
+        TapeScope scope(tape);
+        Generator gen(5);
+        // big enough for both the GEMMs and the (batch, head) loops to run in parallel
+        nn::MultiheadAttention<double> mha({.embed_dim = 128, .num_heads = 4, .batch_first = true}, gen);
+        auto x = parameter(randn<3>({8, 64, 128}, 6));
+        nn::MhaForwardOptions<double> fo;
+        fo.is_causal = true;
+        auto r = mha.forward(x, x, x, fo);
+        backward(r.output, xt::xtensor<double, 3>(randn<3>({8, 64, 128}, 7)));
+        return std::vector<xt::xarray<double>>{r.output.value(), x.grad(), mha.in_proj_weight.grad(),
+                                               mha.out_proj.weight.grad()};
+    };
+    const auto one = run(1), two = run(2);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+        CHECK(xt::amax(xt::abs(one[i]))() > 1e-3);
+        CHECK(xt::amax(xt::abs(one[i] - two[i]))() < 1e-12);
+    }
+}
+
+}  // namespace test_core_parallel
