@@ -54,8 +54,10 @@ public:
         if (busy_.exchange(true)) return false;
         {
             std::lock_guard lock(mutex_);
-            n_ = n, chunks_ = chunks, body_ = body, context_ = context;
-            next_.store(0), done_.store(0);
+            next_.store(no_chunk);  // a worker still leaving the last job gets no chunk of this one
+            n_ = n, body_ = body, context_ = context;
+            chunks_.store(chunks), done_.store(0);
+            next_.store(0);  // chunks are handed out from here on
             ++generation_;
         }
         wake_.notify_all();
@@ -106,10 +108,14 @@ private:
     std::condition_variable wake_, finished_;
     bool stop_ = false;
     std::size_t generation_ = 0;
-    std::size_t n_ = 0, chunks_ = 0;
+    // The job. n_, body_ and context_ are read only after next_ handed out a chunk of the current
+    // job, which orders them after their writes; a worker waking late may test chunks_ while the
+    // next job is set up, so chunks_ is atomic.
+    std::size_t n_ = 0;
     void (*body_)(const void*, std::size_t, std::size_t) = nullptr;
     const void* context_ = nullptr;
-    std::atomic<std::size_t> next_{0}, done_{0};
+    std::atomic<std::size_t> chunks_{0}, next_{0}, done_{0};
+    static constexpr std::size_t no_chunk = std::size_t(1) << 62;
     std::atomic<bool> busy_{false};
 };
 

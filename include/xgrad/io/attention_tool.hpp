@@ -132,9 +132,13 @@ inline fs::path normalize_dir(const fs::path& p) {
     return fs::path(s);
 }
 
+inline void check_parent_dir(const fs::path& path) {
+    if (!fs::is_directory(path.has_parent_path() ? path.parent_path() : fs::path(".")))
+        throw io_error(path.string() + ": the parent directory does not exist");
+}
+
 inline void check_out_dir(const fs::path& out) {
-    if (!fs::is_directory(out.has_parent_path() ? out.parent_path() : fs::path(".")))
-        throw io_error(out.string() + ": the parent directory does not exist");
+    check_parent_dir(out);
     std::error_code ec;
     if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw io_error(out.string() + ": exists and is not a directory");
 }

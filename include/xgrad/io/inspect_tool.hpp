@@ -112,10 +112,7 @@ void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectO
 inline void run_inspect(const std::filesystem::path& in, std::ostream& os, const InspectOptions& opt = {}) {
     const auto dump = opt.dump ? std::optional(detail::normalize_dir(*opt.dump)) : std::nullopt;
     with_attention_problem(in, [&](auto& problem) {
-        if (opt.dot) {
-            const auto dir = opt.dot->has_parent_path() ? opt.dot->parent_path() : std::filesystem::path(".");
-            if (!std::filesystem::is_directory(dir)) throw io_error(opt.dot->string() + ": the parent directory does not exist");
-        }
+        if (opt.dot) detail::check_parent_dir(*opt.dot);
         if (dump) detail::check_out_dir(*dump);
         std::ostringstream text;  // printed only when everything worked
         detail::inspect_problem(problem, text, InspectOptions{opt.dot, dump});
