@@ -1,6 +1,7 @@
-// Thin row-major GEMM over OpenBLAS: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C.
-// Transposes are BLAS flags on the stored matrices, never materialized. xgrad's threads split a
-// large GEMM into blocks (core/parallel.hpp).
+// Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C. Transposes are flags on
+// the stored matrices, never materialized. Small products run xgrad's unpacked kernels
+// (small_gemm.hpp), the others OpenBLAS. xgrad's threads split a large GEMM into blocks
+// (core/parallel.hpp).
 #pragma once
 #include <algorithm>
 #include <climits>
@@ -12,6 +13,7 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/ops/small_gemm.hpp"
 
 namespace xgrad::blas {
 
@@ -49,12 +51,16 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     // wider than tall), one single-threaded BLAS call per block. Each element's sum over k is
     // unchanged, so the result does not depend on the thread count.
     const bool by_rows = m >= n;
+    const bool use_small = small::preferred(op_a == Op::trans, op_b == Op::trans, m, n, k);
     parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;
         const T* b_block = by_rows ? b : b + (op_b == Op::none ? begin : begin * ldb);
         T* c_block = c + (by_rows ? begin * ldc : begin);
-        if constexpr (std::is_same_v<T, float>)
+        if (use_small)
+            small::gemm(op_a == Op::trans, op_b == Op::trans, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block,
+                        ldc);
+        else if constexpr (std::is_same_v<T, float>)
             cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,
                         c_block, ildc);
         else

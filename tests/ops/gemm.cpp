@@ -1,0 +1,114 @@
+// xgrad's GEMM kernel (ops/small_gemm.hpp) and blas::gemm's choice of it, against a plain
+// triple loop in long double: every transpose it serves, edge tiles, leading dimensions wider than
+// the rows, alpha and beta, and beta = 0 never reading C (NaN there must not leak).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xgrad/ops/blas.hpp"
+
+namespace test_ops_gemm {
+
+using namespace xgrad;
+
+struct Shape {
+    std::size_t m, n, k;
+};
+
+template <class T>
+struct Problem {
+    bool a_trans, b_trans;
+    Shape s;
+    std::size_t lda, ldb, ldc;  // each 3 wider than the stored row
+    std::vector<T> a, b, c;
+
+    Problem(bool at, bool bt, Shape shape, T c_fill, std::mt19937& rng) : a_trans(at), b_trans(bt), s(shape) {
+        std::normal_distribution<double> normal;
+        lda = (at ? s.m : s.k) + 3, ldb = (bt ? s.k : s.n) + 3, ldc = s.n + 3;
+        a.resize((at ? s.k : s.m) * lda), b.resize((bt ? s.n : s.k) * ldb), c.assign(s.m * ldc, c_fill);
+        for (auto& v : a) v = T(normal(rng));
+        for (auto& v : b) v = T(normal(rng));
+        if (!std::isnan(c_fill))
+            for (auto& v : c) v = T(normal(rng));
+    }
+    long double op_a(std::size_t i, std::size_t p) const { return a_trans ? a[p * lda + i] : a[i * lda + p]; }
+    long double op_b(std::size_t p, std::size_t j) const { return b_trans ? b[j * ldb + p] : b[p * ldb + j]; }
+};
+
+// Largest |computed − expected| over C, relative to the largest |expected|, and whether the
+// padding past each row of C was left alone.
+template <class T, class Gemm>
+std::pair<double, bool> error_of(Problem<T> pr, T alpha, T beta, Gemm gemm) {
+    const std::vector<T> before = pr.c;
+    gemm(pr);
+    double worst = 0, scale = 1e-30;
+    bool padding_kept = true;
+    for (std::size_t i = 0; i < pr.s.m; ++i) {
+        for (std::size_t j = 0; j < pr.s.n; ++j) {
+            long double sum = 0;
+            for (std::size_t p = 0; p < pr.s.k; ++p) sum += pr.op_a(i, p) * pr.op_b(p, j);
+            const long double expected = alpha * sum + (beta == T(0) ? 0.0L : beta * (long double)before[i * pr.ldc + j]);
+            worst = std::max(worst, double(std::fabs(pr.c[i * pr.ldc + j] - expected)));
+            scale = std::max(scale, double(std::fabs(expected)));
+        }
+        for (std::size_t j = pr.s.n; j < pr.ldc; ++j)
+            padding_kept = padding_kept && (std::isnan(before[i * pr.ldc + j]) ? std::isnan(pr.c[i * pr.ldc + j])
+                                                                             : pr.c[i * pr.ldc + j] == before[i * pr.ldc + j]);
+    }
+    return {worst / scale, padding_kept};
+}
+
+template <class T>
+void check_kernel(double tolerance) {
+    std::mt19937 rng(7);
+    // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes
+    const std::vector<Shape> shapes{{1, 1, 1}, {7, 13, 29}, {6, 64, 5}, {13, 70, 33}, {33, 65, 40}, {64, 64, 64}, {37, 150, 3}};
+    const std::vector<std::pair<T, T>> scalars{{T(1), T(0)}, {T(0.5), T(1)}, {T(2), T(-0.5)}};
+    for (const auto& s : shapes)
+        for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}})
+            for (const auto& [alpha_value, beta_value] : scalars) {
+                const bool at = transposes.first, bt = transposes.second;
+                const T alpha = alpha_value, beta = beta_value;
+                INFO("m ", s.m, " n ", s.n, " k ", s.k, " a_trans ", at, " b_trans ", bt, " alpha ", alpha, " beta ", beta);
+                // beta = 0: C starts as NaN, which must not reach the result
+                const T c_fill = beta == T(0) ? std::numeric_limits<T>::quiet_NaN() : T(0);
+                Problem<T> pr(at, bt, s, c_fill, rng);
+                const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
+                    blas::small::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc);
+                });
+                CHECK(err < tolerance);
+                CHECK(padding_kept);
+            }
+}
+
+TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and float64)") {
+    check_kernel<float>(1e-5);
+    check_kernel<double>(1e-13);
+}
+
+TEST_CASE("blas::gemm: mid-size products take xgrad's kernel, small ones and transposed-transposed OpenBLAS; both agree") {
+    CHECK(blas::small::preferred(false, true, 256, 192, 64));
+    CHECK(blas::small::preferred(true, false, 512, 512, 1024));
+    CHECK_FALSE(blas::small::preferred(false, true, 12, 300, 100));  // few rows: OpenBLAS
+    CHECK_FALSE(blas::small::preferred(false, false, 64, 64, 2048));  // a panel of B past L2
+    CHECK_FALSE(blas::small::preferred(true, true, 64, 64, 64));
+    std::mt19937 rng(11);
+    for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
+        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}}) {
+            const bool at = transposes.first, bt = transposes.second;
+            INFO("m ", s.m, " a_trans ", at, " b_trans ", bt);
+            Problem<double> pr(at, bt, s, 0.0, rng);
+            const auto [err, padding_kept] = error_of(pr, 1.5, 1.0, [&](Problem<double>& p) {
+                blas::gemm(at ? blas::Op::trans : blas::Op::none, bt ? blas::Op::trans : blas::Op::none, s.m, s.n, s.k, 1.5,
+                           p.a.data(), p.lda, p.b.data(), p.ldb, 1.0, p.c.data(), p.ldc);
+            });
+            CHECK(err < 1e-13);
+            CHECK(padding_kept);
+        }
+}
+
+}  // namespace test_ops_gemm
