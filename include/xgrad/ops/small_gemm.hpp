@@ -4,8 +4,7 @@
 // of op(A) broadcast, rows of op(B) contiguous), then updates C once. B not transposed is read in
 // place; B transposed is copied panel by panel into a (k, panel) buffer first. Each C element's sum
 // runs over p in order, whichever tile or thread block computes it.
-// Used by blas::gemm for mid-size products (preferred() below), where it runs at 1.7-2x the rate of
-// Debian's OpenBLAS on AVX-512 machines (that OpenBLAS build uses its AVX2 kernels there).
+// Used by blas::gemm for mid-size products on AVX-512 builds (preferred() below).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -136,13 +135,13 @@ void gemm_panels(const Operands<T>& g, bool b_trans) {
     }
 }
 
-// Whether these kernels are used instead of OpenBLAS: every side at least 32 (below that,
-// per-call costs dominate and OpenBLAS's small-matrix paths win) and k at most 1024 (a packed panel
-// of B then stays within L2). Both operands transposed is left to BLAS. Measured on an AVX-512
-// machine where Debian's OpenBLAS 0.3.21 runs its AVX2 kernels: 1.7-2x OpenBLAS's rate from
-// (256,192,64) to (512,768,256), float32 and float64 (docs/performance.md).
+// Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, where it was
+// measured (1.7-2x the rate of Debian's OpenBLAS 0.3.21, which runs its AVX2 kernels on that CPU,
+// from (256,192,64) to (512,768,256), float32 and float64: docs/performance.md); every side at
+// least 32 (below that OpenBLAS's small-matrix paths win); k at most 1024 (a packed panel of B
+// then stays within L2). Both operands transposed is left to BLAS.
 inline bool preferred(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k) {
-    return !(a_trans && b_trans) && std::min({m, n, k}) >= 32 && k <= 1024;
+    return many_registers && !(a_trans && b_trans) && std::min({m, n, k}) >= 32 && k <= 1024;
 }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's.
