@@ -1,7 +1,7 @@
 // Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C. Transposes are flags on
-// the stored matrices, never materialized. Small products run xgrad's unpacked kernels
-// (small_gemm.hpp), the others OpenBLAS. xgrad's threads split a large GEMM into blocks
-// (core/parallel.hpp).
+// the stored matrices, never materialized. Mid-size products in AVX-512 builds run xgrad's own
+// kernel (small_gemm.hpp: small::preferred), the others OpenBLAS. xgrad's threads split a large
+// GEMM into blocks (core/parallel.hpp).
 #pragma once
 #include <algorithm>
 #include <climits>
@@ -48,7 +48,7 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     const blasint ik = detail::dim(k), ilda = detail::dim(lda), ildb = detail::dim(ldb), ildc = detail::dim(ldc);
     (void)detail::dim(m), (void)detail::dim(n);  // checked here: the blocks run on pool threads, which must not throw
     // With xgrad threads (core/parallel.hpp): C split into blocks of rows (or of columns when
-    // wider than tall), one single-threaded BLAS call per block. Each element's sum over k is
+    // wider than tall), one single-threaded kernel or BLAS call per block. Each element's sum over k is
     // unchanged, so the result does not depend on the thread count.
     const bool by_rows = m >= n;
     const bool use_small = small::preferred(op_a == Op::trans, op_b == Op::trans, m, n, k);
