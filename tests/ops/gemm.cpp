@@ -66,10 +66,12 @@ template <class T>
 void check_kernel(double tolerance) {
     std::mt19937 rng(7);
     // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes
-    const std::vector<Shape> shapes{{1, 1, 1}, {7, 13, 29}, {6, 64, 5}, {13, 70, 33}, {33, 65, 40}, {64, 64, 64}, {37, 150, 3}};
+    // ({7,13,29} and {12,300,100} with B transposed compute C^T: few rows, B wide)
+    const std::vector<Shape> shapes{{1, 1, 1},    {7, 13, 29},   {6, 64, 5},   {13, 70, 33},
+                                    {33, 65, 40}, {64, 64, 64},  {37, 150, 3}, {12, 300, 100}};
     const std::vector<std::pair<T, T>> scalars{{T(1), T(0)}, {T(0.5), T(1)}, {T(2), T(-0.5)}};
     for (const auto& s : shapes)
-        for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}})
+        for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
             for (const auto& [alpha_value, beta_value] : scalars) {
                 const bool at = transposes.first, bt = transposes.second;
                 const T alpha = alpha_value, beta = beta_value;
@@ -90,15 +92,13 @@ TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and fl
     check_kernel<double>(1e-13);
 }
 
-TEST_CASE("blas::gemm: mid-size products take xgrad's kernel (AVX-512 builds), small ones and transposed-transposed OpenBLAS; both agree") {
-    CHECK(blas::small::preferred(false, true, 256, 192, 64) == blas::small::many_registers);
-    CHECK(blas::small::preferred(true, false, 512, 512, 1024) == blas::small::many_registers);
-    CHECK_FALSE(blas::small::preferred(false, true, 12, 300, 100));  // few rows: OpenBLAS
-    CHECK_FALSE(blas::small::preferred(false, false, 64, 64, 2048));  // a panel of B past L2
-    CHECK_FALSE(blas::small::preferred(true, true, 64, 64, 64));
+TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 1024, OpenBLAS otherwise; both agree") {
+    CHECK(blas::small::preferred(1) == blas::small::many_registers);
+    CHECK(blas::small::preferred(1024) == blas::small::many_registers);
+    CHECK_FALSE(blas::small::preferred(2048));  // a packed panel past L2
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
-        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}}) {
+        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 2000}}) {
             const bool at = transposes.first, bt = transposes.second;
             INFO("m ", s.m, " a_trans ", at, " b_trans ", bt);
             Problem<double> pr(at, bt, s, 0.0, rng);

@@ -132,7 +132,7 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
         T* p = out.ignore_for_writing();
         for_each_mask_row(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, const bool* v) {
             T* row = p + (b * g.tgt_len + i) * Sp;
-            for (std::size_t j = 0; j < g.src_len; ++j) row[j] = v[j] ? T(1) : row[j];
+            for (std::size_t j = 0; j < g.src_len; ++j) row[j] = std::max(row[j], T(v[j]));  // branch-free: vectorizes
         });
     }
     if (m.additive) {

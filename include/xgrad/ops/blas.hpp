@@ -51,7 +51,7 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     // wider than tall), one single-threaded kernel or BLAS call per block. Each element's sum over k is
     // unchanged, so the result does not depend on the thread count.
     const bool by_rows = m >= n;
-    const bool use_small = small::preferred(op_a == Op::trans, op_b == Op::trans, m, n, k);
+    const bool use_small = small::preferred(k);
     parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;

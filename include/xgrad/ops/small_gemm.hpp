@@ -1,10 +1,10 @@
 // xgrad's own GEMM kernel, xsimd register tiles: C (m,n) = alpha · op(A) op(B) + beta · C on
-// row-major matrices with leading dimensions. C is computed in panels of rows_nv vectors of
-// columns; a tile of rows_mr rows accumulates a(i,p) · B[p, j..] over p in registers (each element
-// of op(A) broadcast, rows of op(B) contiguous), then updates C once. B not transposed is read in
-// place; B transposed is copied panel by panel into a (k, panel) buffer first. Each C element's sum
-// runs over p in order, whichever tile or thread block computes it.
-// Used by blas::gemm for mid-size products on AVX-512 builds (preferred() below).
+// row-major matrices with leading dimensions. A tile of up to 16 rows × up to 4 vectors of columns
+// accumulates R(i,p) · X[p, j..] over p in registers (each element of R broadcast, rows of X
+// contiguous), then updates C once. R, X are op(A), op(B), or op(B)^T, op(A)^T computing C^T,
+// whichever reads the operands in place; else X is packed first (gemm below). Each C element's
+// sum runs over p in order, whichever tile or thread block computes it.
+// Used by blas::gemm on AVX-512 builds (preferred() below).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -22,22 +22,6 @@ template <class T>
 inline constexpr std::size_t lanes = Vec<T>::size;
 // 32 vector registers with AVX-512, 16 below it: the tiles are sized to keep accumulators in them.
 inline constexpr bool many_registers = Vec<float>::size * sizeof(float) >= 64;
-
-template <class T>
-struct Operands {
-    bool a_trans;
-    std::size_t m, n, k;
-    T alpha;
-    const T* a;
-    std::size_t lda;
-    const T* b;
-    std::size_t ldb;
-    T beta;
-    T* c;
-    std::size_t ldc;
-    // op(A)(i, p): A stored (m,k) or, transposed, (k,m)
-    const T* a_at(std::size_t i, std::size_t p) const { return a_trans ? a + p * lda + i : a + i * lda + p; }
-};
 
 // The `count` (≤ lanes) elements at p, zeros after them, reading nothing past them: a masked load
 // where the instruction set has one, else through a buffer when count < lanes.
@@ -69,86 +53,132 @@ void update(T* c, Vec<T> sum, std::size_t count, T alpha, T beta) {
     for (std::size_t j = 0; j < count; ++j) c[j] = beta == T(0) ? alpha * buffer[j] : alpha * buffer[j] + beta * c[j];
 }
 
-// ---- B not transposed: C[i, j..] += a(i,p) · B[p, j..] ----
+// ---- The tiles: C' (rows, cols) = alpha · R (rows,k) · X (k,cols) + beta · C' ----
+// R is read one element at a time (broadcast), X one row at a time (vectors). C' is C itself, or
+// C transposed when that spares packing a large operand (see gemm below).
+template <class T>
+struct Plan {
+    std::size_t rows, cols, k;
+    const T* r;  // R(i, p) = r[i·r_row + p·r_step]
+    std::size_t r_row, r_step;
+    T alpha, beta;
+    T* c;  // C'(i, j) = c[i·c_row + j·c_col]: c_col is 1, or ldc with c_row 1 when C' is C transposed
+    std::size_t c_row, c_col;
+};
 
-inline constexpr std::size_t rows_mr = 6;                          // rows of a tile
-inline constexpr std::size_t rows_nv = many_registers ? 4 : 2;     // vectors of columns of a tile
+inline constexpr std::size_t max_nv = many_registers ? 4 : 2;  // vectors of columns of a tile
+// Rows of a tile of NV vectors: at most 24 (12) accumulators beside X's row, and at most 8 rows,
+// whose pointers into R must stay in general-purpose registers.
+template <std::size_t NV>
+inline constexpr std::size_t tile_rows = std::min<std::size_t>(8, (many_registers ? 24 : 12) / NV);
 
-// One tile at (i0, j0): `rows` ≤ rows_mr rows (missing ones repeat the last row, unstored) and NV
-// vectors holding `cols` columns, the last vector possibly partial. Row p of op(B) from column j0
-// on is at b_panel + p·ldb.
-template <class T, std::size_t NV, bool Full>
-void rows_tile(const Operands<T>& g, const T* b_panel, std::size_t ldb, std::size_t i0, std::size_t j0, std::size_t rows,
-               std::size_t cols) {
+// c[j·stride] for j < count = alpha · sum[j] + beta · c[j·stride]: update() along a column.
+template <class T>
+[[gnu::noinline]] void update_strided(T* c, std::size_t stride, Vec<T> sum, std::size_t count, T alpha, T beta) {
+    alignas(64) std::array<T, lanes<T>> buffer;
+    sum.store_aligned(buffer.data());
+    for (std::size_t j = 0; j < count; ++j) {
+        T& out = c[j * stride];
+        out = beta == T(0) ? alpha * buffer[j] : alpha * buffer[j] + beta * out;
+    }
+}
+
+// One tile: `rows` ≤ MR rows of R (missing ones repeat the last, unstored) times NV vectors of X
+// holding `cols` columns (the last vector partial unless Full). Row p of X from the tile's first
+// column on is at x + p·ldx.
+template <class T, std::size_t MR, std::size_t NV, bool Full>
+void tile(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t i0, std::size_t j0, std::size_t rows,
+          std::size_t cols) {
     constexpr std::size_t W = lanes<T>;
-    std::array<std::array<Vec<T>, NV>, rows_mr> acc;
-    for (auto& row : acc) row.fill(Vec<T>(T(0)));
-    std::array<std::size_t, rows_mr> row_of;
-    for (std::size_t r = 0; r < rows_mr; ++r) row_of[r] = i0 + std::min(r, rows - 1);
-    for (std::size_t p = 0; p < g.k; ++p) {
-        const T* b_row = b_panel + p * ldb;
-        std::array<Vec<T>, NV> b;
+    // acc only by value and constant indices (loops unrolled: no fill(), which g++ may call out of
+    // line), else g++ keeps it in memory and stores it at every p
+    std::array<std::array<Vec<T>, NV>, MR> acc;
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v] = Vec<T>(T(0));
+    std::array<const T*, MR> r_of;
+    for (std::size_t r = 0; r < MR; ++r) r_of[r] = g.r + (i0 + std::min(r, rows - 1)) * g.r_row;
+    const std::size_t k = g.k, r_step = g.r_step;  // locals: the stores to acc could alias g
+    for (std::size_t p = 0, step = 0; p < k; ++p, step += r_step) {
+        const T* x_row = x + p * ldx;
+        std::array<Vec<T>, NV> xv;
         for (std::size_t v = 0; v < NV; ++v)
-            b[v] = Full || (v + 1) * W <= cols ? Vec<T>::load_unaligned(b_row + v * W) : load_part(b_row + v * W, cols - v * W);
-        for (std::size_t r = 0; r < rows_mr; ++r) {
-            const Vec<T> a(*g.a_at(row_of[r], p));
-            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(a, b[v], acc[r][v]);
+            xv[v] = Full || (v + 1) * W <= cols ? Vec<T>::load_unaligned(x_row + v * W) : load_part(x_row + v * W, cols - v * W);
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < MR; ++r) {
+            const Vec<T> a(r_of[r][step]);
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(a, xv[v], acc[r][v]);
         }
     }
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t v = 0; v < NV; ++v)
-            update(g.c + (i0 + r) * g.ldc + j0 + v * W, acc[r][v], std::min(W, cols - v * W), g.alpha, g.beta);
+    // C' (i0 + r, j0 + j) = alpha · acc + beta · C'
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NV; ++v) {
+            if (r >= rows || v * W >= cols) continue;
+            T* out = g.c + (i0 + r) * g.c_row + (j0 + v * W) * g.c_col;
+            const std::size_t count = std::min(W, cols - v * W);
+            if (g.c_col == 1) update(out, acc[r][v], count, g.alpha, g.beta);
+            else update_strided(out, g.c_col, acc[r][v], count, g.alpha, g.beta);
+        }
 }
 
-template <class T, std::size_t NV = rows_nv>
-void rows_edge(const Operands<T>& g, const T* b_panel, std::size_t ldb, std::size_t i0, std::size_t j0, std::size_t rows,
-               std::size_t cols) {
+// All the tiles of one panel of `cols` ≤ NV·lanes columns, NV the fewest vectors that hold them.
+template <class T, std::size_t NV = max_nv>
+void panel(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t j0, std::size_t cols) {
     if constexpr (NV > 1)
-        if (cols <= (NV - 1) * lanes<T>) return rows_edge<T, NV - 1>(g, b_panel, ldb, i0, j0, rows, cols);
-    rows_tile<T, NV, false>(g, b_panel, ldb, i0, j0, rows, cols);
-}
-
-// C in panels of tile_cols columns; with B transposed (stored (n,k)) each panel of op(B) is first
-// copied into a (k, tile_cols) buffer, once per panel, for all the rows of C.
-template <class T>
-void gemm_panels(const Operands<T>& g, bool b_trans) {
-    constexpr std::size_t tile_cols = rows_nv * lanes<T>;
-    thread_local std::vector<T> packed;  // grows to the largest k seen, then is reused
-    if (b_trans && packed.size() < g.k * tile_cols) packed.resize(g.k * tile_cols);
-    for (std::size_t j0 = 0; j0 < g.n; j0 += tile_cols) {
-        const std::size_t cols = std::min(tile_cols, g.n - j0);
-        const T* b_panel = g.b + j0;
-        std::size_t ldb = g.ldb;
-        if (b_trans) {
-            for (std::size_t j = 0; j < cols; ++j) {
-                const T* b_row = g.b + (j0 + j) * g.ldb;
-                for (std::size_t p = 0; p < g.k; ++p) packed[p * tile_cols + j] = b_row[p];
-            }
-            b_panel = packed.data(), ldb = tile_cols;
-        }
-        for (std::size_t i0 = 0; i0 < g.m; i0 += rows_mr) {
-            const std::size_t rows = std::min(rows_mr, g.m - i0);
-            if (rows == rows_mr && cols == tile_cols) rows_tile<T, rows_nv, true>(g, b_panel, ldb, i0, j0, rows, cols);
-            else rows_edge(g, b_panel, ldb, i0, j0, rows, cols);
-        }
+        if (cols <= (NV - 1) * lanes<T>) return panel<T, NV - 1>(g, x, ldx, j0, cols);
+    constexpr std::size_t MR = tile_rows<NV>;
+    const bool full_cols = cols == NV * lanes<T>;
+    for (std::size_t i0 = 0; i0 < g.rows; i0 += MR) {
+        const std::size_t rows = std::min(MR, g.rows - i0);
+        if (full_cols) tile<T, MR, NV, true>(g, x, ldx, i0, j0, rows, cols);
+        else tile<T, MR, NV, false>(g, x, ldx, i0, j0, rows, cols);
     }
 }
 
 // Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, where it was
-// measured (1.7-2x the rate of Debian's OpenBLAS 0.3.21, which runs its AVX2 kernels on that CPU,
-// from (256,192,64) to (512,768,256), float32 and float64: docs/performance.md); every side at
-// least 32 (below that OpenBLAS's small-matrix paths win); k at most 1024 (a packed panel of B
-// then stays within L2). Both operands transposed is left to BLAS.
-inline bool preferred(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k) {
-    return many_registers && !(a_trans && b_trans) && std::min({m, n, k}) >= 32 && k <= 1024;
-}
+// measured faster than Debian's OpenBLAS 0.3.21 (which runs its AVX2 kernels on that CPU) on every
+// shape of the reference workloads, from (7,13,29) to (768,256,512), float32 and float64
+// (docs/performance.md); and k at most 1024, so that a packed panel stays within L2.
+inline bool preferred(std::size_t k) { return many_registers && k <= 1024; }
 
-// C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's.
+// C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's. The tiles need X's
+// rows contiguous. X = op(B) has them when B is not transposed; else C' = C^T = op(B)^T op(A)^T
+// has them in X = op(A)^T when A is transposed. Otherwise X is packed panel by panel into a
+// thread-local (k, panel) buffer that grows once: op(B), or op(A)^T when that is much smaller.
 template <class T>
 void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-    const Operands<T> g{a_trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-    gemm_panels(g, b_trans);
+    // transposed output writes C one element at a time: worth it when packing A^T and those m·n
+    // writes cost less than packing B
+    const bool transposed = b_trans && (a_trans || m * (k + n) < n * k);
+    Plan<T> g;
+    const T* x;  // X (k, cols): X(p, j) = x[p·x_row + j·x_col]
+    std::size_t x_row, x_col;
+    if (!transposed) {
+        g = {m, n, k, a, a_trans ? 1 : lda, a_trans ? lda : 1, alpha, beta, c, ldc, 1};
+        x = b, x_row = b_trans ? 1 : ldb, x_col = b_trans ? ldb : 1;
+    } else {
+        g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, alpha, beta, c, 1, ldc};
+        x = a, x_row = a_trans ? lda : 1, x_col = a_trans ? 1 : lda;
+    }
+    constexpr std::size_t panel_cols = max_nv * lanes<T>;
+    thread_local std::vector<T> packed;  // grows to the largest k seen, then is reused
+    if (x_col != 1 && packed.size() < k * panel_cols) packed.resize(k * panel_cols);
+    for (std::size_t j0 = 0; j0 < g.cols; j0 += panel_cols) {
+        const std::size_t cols = std::min(panel_cols, g.cols - j0);
+        if (x_col == 1) {
+            panel(g, x + j0, x_row, j0, cols);
+            continue;
+        }
+        for (std::size_t j = 0; j < cols; ++j) {
+            const T* column = x + (j0 + j) * x_col;
+            for (std::size_t p = 0; p < k; ++p) packed[p * panel_cols + j] = column[p * x_row];
+        }
+        panel(g, packed.data(), panel_cols, j0, cols);
+    }
 }
 
 }  // namespace xgrad::blas::small
