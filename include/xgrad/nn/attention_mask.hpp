@@ -55,7 +55,14 @@ struct ScoreMasks {
         return additive.data();
     }
 
+    // S entries of scratch space, kept across calls
+    T* row_scratch(std::size_t S) {
+        if (scratch.size() < S) scratch.resize(S);
+        return scratch.data();
+    }
+
 private:
+    std::vector<T> scratch;
     template <class A, class V>
     void start(A& a, V fill) {
         if (a.shape() != shape) a.resize(shape);
@@ -130,9 +137,14 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
     if (m.ignore) {
         check_mask_shape(*m.ignore, layout, operand, "bool", g);
         T* p = out.ignore_for_writing();
+        // each distinct mask row converted to T once (a key_padding_mask row serves H·L score rows),
+        // then merged by a loop that vectorizes
+        T* converted = out.row_scratch(g.src_len);
+        const bool* last = nullptr;
         for_each_mask_row(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, const bool* v) {
+            if (v != last) std::transform(v, v + g.src_len, converted, [](bool x) { return T(x); }), last = v;
             T* row = p + (b * g.tgt_len + i) * Sp;
-            for (std::size_t j = 0; j < g.src_len; ++j) row[j] = std::max(row[j], T(v[j]));  // branch-free: vectorizes
+            for (std::size_t j = 0; j < g.src_len; ++j) row[j] = std::max(row[j], converted[j]);
         });
     }
     if (m.additive) {

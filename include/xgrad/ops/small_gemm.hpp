@@ -42,7 +42,7 @@ Vec<T> load_part(const T* p, std::size_t count) {
 
 // c[0, count) = alpha · sum + beta · c, where c is only read when beta ≠ 0 (BLAS semantics).
 template <class T>
-void update(T* c, Vec<T> sum, std::size_t count, T alpha, T beta) {
+[[gnu::always_inline]] inline void update(T* c, Vec<T> sum, std::size_t count, T alpha, T beta) {
     alignas(64) std::array<T, lanes<T>> buffer;
     if (count == lanes<T>) {
         sum = beta == T(0) ? sum * alpha : xsimd::fma(sum, Vec<T>(alpha), Vec<T>::load_unaligned(c) * beta);
@@ -62,8 +62,8 @@ struct Plan {
     const T* r;  // R(i, p) = r[i·r_row + p·r_step]
     std::size_t r_row, r_step;
     T alpha, beta;
-    T* c;  // C'(i, j) = c[i·c_row + j·c_col]: c_col is 1, or ldc with c_row 1 when C' is C transposed
-    std::size_t c_row, c_col;
+    T* c;  // C'(i, j) = c[i·ldc + j]
+    std::size_t ldc;
 };
 
 inline constexpr std::size_t max_nv = many_registers ? 4 : 2;  // vectors of columns of a tile
@@ -71,17 +71,6 @@ inline constexpr std::size_t max_nv = many_registers ? 4 : 2;  // vectors of col
 // whose pointers into R must stay in general-purpose registers.
 template <std::size_t NV>
 inline constexpr std::size_t tile_rows = std::min<std::size_t>(8, (many_registers ? 24 : 12) / NV);
-
-// c[j·stride] for j < count = alpha · sum[j] + beta · c[j·stride]: update() along a column.
-template <class T>
-[[gnu::noinline]] void update_strided(T* c, std::size_t stride, Vec<T> sum, std::size_t count, T alpha, T beta) {
-    alignas(64) std::array<T, lanes<T>> buffer;
-    sum.store_aligned(buffer.data());
-    for (std::size_t j = 0; j < count; ++j) {
-        T& out = c[j * stride];
-        out = beta == T(0) ? alpha * buffer[j] : alpha * buffer[j] + beta * out;
-    }
-}
 
 // One tile: `rows` ≤ MR rows of R (missing ones repeat the last, unstored) times NV vectors of X
 // holding `cols` columns (the last vector partial unless Full). Row p of X from the tile's first
@@ -117,10 +106,7 @@ void tile(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t i0, std::si
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v) {
             if (r >= rows || v * W >= cols) continue;
-            T* out = g.c + (i0 + r) * g.c_row + (j0 + v * W) * g.c_col;
-            const std::size_t count = std::min(W, cols - v * W);
-            if (g.c_col == 1) update(out, acc[r][v], count, g.alpha, g.beta);
-            else update_strided(out, g.c_col, acc[r][v], count, g.alpha, g.beta);
+            update(g.c + (i0 + r) * g.ldc + j0 + v * W, acc[r][v], std::min(W, cols - v * W), g.alpha, g.beta);
         }
 }
 
@@ -145,27 +131,28 @@ void panel(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t j0, std::s
 inline bool preferred(std::size_t k) { return many_registers && k <= 1024; }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's. The tiles need X's
-// rows contiguous. X = op(B) has them when B is not transposed; else C' = C^T = op(B)^T op(A)^T
-// has them in X = op(A)^T when A is transposed. Otherwise X is packed panel by panel into a
-// thread-local (k, panel) buffer that grows once: op(B), or op(A)^T when that is much smaller.
+// rows contiguous. X = op(B) has them when B is not transposed. Else C^T = op(B)^T op(A)^T has
+// them in X = op(A)^T when A is transposed, or it is cheaper to pack op(A)^T when A has much
+// fewer rows than B: then C^T goes to a buffer and is added to C transposed at the end. Otherwise
+// X = op(B) is packed panel by panel. The buffers are thread-local, grow once and are reused.
 template <class T>
 void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-    // transposed output writes C one element at a time: worth it when packing A^T and those m·n
-    // writes cost less than packing B
+    // packing A^T (m·k) plus the pass over C (m·n) against packing B (n·k)
     const bool transposed = b_trans && (a_trans || m * (k + n) < n * k);
+    thread_local std::vector<T> packed, c_transposed;
     Plan<T> g;
     const T* x;  // X (k, cols): X(p, j) = x[p·x_row + j·x_col]
     std::size_t x_row, x_col;
     if (!transposed) {
-        g = {m, n, k, a, a_trans ? 1 : lda, a_trans ? lda : 1, alpha, beta, c, ldc, 1};
+        g = {m, n, k, a, a_trans ? 1 : lda, a_trans ? lda : 1, alpha, beta, c, ldc};
         x = b, x_row = b_trans ? 1 : ldb, x_col = b_trans ? ldb : 1;
     } else {
-        g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, alpha, beta, c, 1, ldc};
+        if (c_transposed.size() < n * m) c_transposed.resize(n * m);
+        g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, T(1), T(0), c_transposed.data(), m};
         x = a, x_row = a_trans ? lda : 1, x_col = a_trans ? 1 : lda;
     }
     constexpr std::size_t panel_cols = max_nv * lanes<T>;
-    thread_local std::vector<T> packed;  // grows to the largest k seen, then is reused
     if (x_col != 1 && packed.size() < k * panel_cols) packed.resize(k * panel_cols);
     for (std::size_t j0 = 0; j0 < g.cols; j0 += panel_cols) {
         const std::size_t cols = std::min(panel_cols, g.cols - j0);
@@ -179,6 +166,13 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
         }
         panel(g, packed.data(), panel_cols, j0, cols);
     }
+    if (transposed)  // C = alpha · (C^T)^T + beta · C, C only read when beta ≠ 0
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                T& out = c[i * ldc + j];
+                const T sum = c_transposed[j * m + i];
+                out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
+            }
 }
 
 }  // namespace xgrad::blas::small
