@@ -53,6 +53,64 @@ template <class T>
     for (std::size_t j = 0; j < count; ++j) c[j] = beta == T(0) ? alpha * buffer[j] : alpha * buffer[j] + beta * c[j];
 }
 
+// ---- Packing: X stored transposed, X(p, j) = x[p + j·ldx], copied into packed[p·ld + j] ----
+
+#if defined(__AVX512F__)
+// The 16×16 (float) or 8×8 (double) block at x, rows ldx apart, transposed into out, rows ld apart:
+// pairs of rows interleaved, then pairs of pairs, then 128-bit lanes gathered in two rounds.
+inline void transpose_block(const float* x, std::size_t ldx, float* out, std::size_t ld) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(x + i * ldx);
+    for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 16; i += 4)
+        for (int c = 0; c < 2; ++c) {
+            const __m512d lo = _mm512_castps_pd(t[i + c]), hi = _mm512_castps_pd(t[i + 2 + c]);
+            r[i + 2 * c] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));      // column 4L + 2c of rows i..i+3
+            r[i + 2 * c + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));  // column 4L + 2c + 1
+        }
+    for (int c = 0; c < 4; ++c) {  // r[4g + c]: rows 4g..4g+3, column 4L + c in lane L
+        const __m512 even01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), odd01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+        const __m512 even23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88),
+                     odd23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+        _mm512_storeu_ps(out + c * ld, _mm512_shuffle_f32x4(even01, even23, 0x88));
+        _mm512_storeu_ps(out + (8 + c) * ld, _mm512_shuffle_f32x4(even01, even23, 0xDD));
+        _mm512_storeu_ps(out + (4 + c) * ld, _mm512_shuffle_f32x4(odd01, odd23, 0x88));
+        _mm512_storeu_ps(out + (12 + c) * ld, _mm512_shuffle_f32x4(odd01, odd23, 0xDD));
+    }
+}
+inline void transpose_block(const double* x, std::size_t ldx, double* out, std::size_t ld) {
+    __m512d r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm512_loadu_pd(x + i * ldx);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    for (int c = 0; c < 2; ++c) {  // t[2g + c]: rows 2g, 2g+1, column 2L + c in lane L
+        const __m512d even01 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88), odd01 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xDD);
+        const __m512d even23 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88),
+                      odd23 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0xDD);
+        _mm512_storeu_pd(out + c * ld, _mm512_shuffle_f64x2(even01, even23, 0x88));
+        _mm512_storeu_pd(out + (4 + c) * ld, _mm512_shuffle_f64x2(even01, even23, 0xDD));
+        _mm512_storeu_pd(out + (2 + c) * ld, _mm512_shuffle_f64x2(odd01, odd23, 0x88));
+        _mm512_storeu_pd(out + (6 + c) * ld, _mm512_shuffle_f64x2(odd01, odd23, 0xDD));
+    }
+}
+#endif
+
+// packed[p·ld + j] = x[p + j·ldx] for p < k, j < cols: whole blocks transposed in registers where
+// AVX-512 has them, the rest one element at a time.
+template <class T>
+void pack_transposed(const T* x, std::size_t ldx, std::size_t k, std::size_t cols, T* packed, std::size_t ld) {
+    std::size_t k_blocked = 0, cols_blocked = 0;
+#if defined(__AVX512F__)
+    constexpr std::size_t B = 64 / sizeof(T);
+    k_blocked = k - k % B, cols_blocked = cols - cols % B;
+    for (std::size_t j = 0; j < cols_blocked; j += B)
+        for (std::size_t p = 0; p < k_blocked; p += B) transpose_block(x + j * ldx + p, ldx, packed + p * ld + j, ld);
+#endif
+    for (std::size_t j = 0; j < cols; ++j) {
+        const T* column = x + j * ldx;
+        for (std::size_t p = j < cols_blocked ? k_blocked : 0; p < k; ++p) packed[p * ld + j] = column[p];
+    }
+}
+
 // ---- The tiles: C' (rows, cols) = alpha · R (rows,k) · X (k,cols) + beta · C' ----
 // R is read one element at a time (broadcast), X one row at a time (vectors). C' is C itself, or
 // C transposed when that spares packing a large operand (see gemm below).
@@ -160,10 +218,7 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
             panel(g, x + j0, x_row, j0, cols);
             continue;
         }
-        for (std::size_t j = 0; j < cols; ++j) {
-            const T* column = x + (j0 + j) * x_col;
-            for (std::size_t p = 0; p < k; ++p) packed[p * panel_cols + j] = column[p * x_row];
-        }
+        pack_transposed(x + j0 * x_col, x_col, k, cols, packed.data(), panel_cols);  // x_row is 1 here
         panel(g, packed.data(), panel_cols, j0, cols);
     }
     if (transposed)  // C = alpha · (C^T)^T + beta · C, C only read when beta ≠ 0
