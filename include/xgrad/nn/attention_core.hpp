@@ -129,10 +129,8 @@ public:
                    q.source.value().data() + ql.at(b, h), ql.seq_stride, k.source.value().data() + kl.at(b, h),
                    kl.seq_stride, T(0), out, kl.len);
     }
-    const T* ignore_row(std::size_t r) const { return masks.has_ignore ? masks.ignore.data() + r * k.layout.len : nullptr; }
-    const T* additive_row(std::size_t r) const {
-        return masks.has_additive ? masks.additive.data() + r * k.layout.len : nullptr;
-    }
+    const T* ignore_row(std::size_t r) const { return masks.ignore.row(r); }
+    const T* additive_row(std::size_t r) const { return masks.additive.row(r); }
     // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P): the softmax's backward,
     // from this node's value P and gradient dP (times the scale: the gradient of Q·Kᵀ)
     void softmax_backward(T* out, T factor, std::size_t first, std::size_t last) const {

@@ -31,43 +31,57 @@ struct AttentionMask {
 
 namespace detail {
 
+// One merged mask over the scores (N·H·L rows of S'), stored as (rows / group, S'): each stored row
+// serves `group` consecutive score rows. A key_padding_mask alone needs one row per sequence
+// (group H·L); any other mask one per score row (group 1).
+template <Real T>
+struct MaskRows {
+    std::vector<T> stored;  // a vector: sized down and up again across calls, it keeps its capacity
+    std::size_t width = 0;  // S'
+    std::size_t group = 1;
+    bool used = false;  // in this call
+    const T* row(std::size_t score_row) const { return used ? stored.data() + (score_row / group) * width : nullptr; }
+};
+
 // The masks of one MHA call, merged as torch does (bool -> ignore, float -> added; bias_k and
-// add_zero_attn columns, j >= S, are never masked): each (N·H, L, S') when in use. The buffers are
-// kept by the attention node across steps; reset() starts a call without freeing them.
+// add_zero_attn columns, j >= S, are never masked). The buffers are kept by the attention node
+// across steps; reset() starts a call without freeing them.
 template <Real T>
 struct ScoreMasks {
-    std::array<std::size_t, 3> shape{};  // (N·H, L, S')
-    xt::xtensor<T, 3> ignore;  // 1 = ignore, 0 = keep (in T, so the softmax reads it with SIMD)
-    xt::xtensor<T, 3> additive;
-    bool has_ignore = false, has_additive = false;
+    std::array<std::size_t, 3> shape{};  // of the scores: (N·H, L, S')
+    MaskRows<T> ignore;    // 1 = ignore, 0 = keep (in T, so the softmax reads it with SIMD)
+    MaskRows<T> additive;  // added to the scores
 
     void reset(const std::array<std::size_t, 3>& s) {
         shape = s;
-        has_ignore = has_additive = false;
+        ignore.used = additive.used = false;
     }
-    // The buffers, all false / zero on the first use of this call.
-    T* ignore_for_writing() {
-        if (!has_ignore) start(ignore, T(0)), has_ignore = true;
-        return ignore.data();
+    // m's stored rows, for a writer that needs at most `group` score rows per stored row: zero on
+    // first use in this call; rows stored coarser are first repeated to that group. The stored group
+    // may stay finer than asked (m.group).
+    T* for_writing(MaskRows<T>& m, std::size_t group) {
+        const std::size_t score_rows = shape[0] * shape[1], Sp = shape[2];
+        if (!m.used) {
+            m.stored.assign(score_rows / group * Sp, T(0));
+            m.width = Sp, m.group = group, m.used = true;
+        } else if (group < m.group) {
+            auto& coarse = row_scratch(m.stored.size());
+            std::copy(m.stored.begin(), m.stored.end(), coarse.begin());
+            m.stored.resize(score_rows / group * Sp);
+            for (std::size_t r = 0; r < score_rows / group; ++r)
+                std::copy_n(coarse.begin() + (r * group / m.group) * Sp, Sp, m.stored.begin() + r * Sp);
+            m.group = group;
+        }
+        return m.stored.data();
     }
-    T* additive_for_writing() {
-        if (!has_additive) start(additive, T(0)), has_additive = true;
-        return additive.data();
-    }
-
-    // S entries of scratch space, kept across calls
-    T* row_scratch(std::size_t S) {
-        if (scratch.size() < S) scratch.resize(S);
-        return scratch.data();
+    // scratch space, kept across calls
+    std::vector<T>& row_scratch(std::size_t size) {
+        if (scratch.size() < size) scratch.resize(size);
+        return scratch;
     }
 
 private:
     std::vector<T> scratch;
-    template <class A, class V>
-    void start(A& a, V fill) {
-        if (a.shape() != shape) a.resize(shape);
-        std::fill(a.begin(), a.end(), fill);
-    }
 };
 
 // The sizes a mask is checked against, and how to describe them in an error.
@@ -99,19 +113,17 @@ bool shape_is(const A& a, std::initializer_list<std::size_t> want) {
                       g.inputs());
 }
 
-// Calls f(b, i, j, value) for every score position (b = n·H + h, i < L, j < S) a mask covers.
-// layout: 'k' key_padding_mask (N, S) / (S); 'a' attn_mask (L, S) or (N·H, L, S).
-// Calls f(b, i, mask_row) for every score row (b = n·H + h, i < L): mask_row is the mask's S entries
-// that apply to it. layout: 'k' key_padding_mask (N, S) / (S); 'a' attn_mask (L, S) or (N·H, L, S).
-template <class V, class F>
-void for_each_mask_row(const xt::xarray<V>& m, char layout, const MaskGeometry& g, F f) {
+// Calls f(stored_row, mask_row) for every stored row of `rows`: mask_row is the mask's S entries
+// for its score rows. layout: 'k' key_padding_mask (N, S) / (S); 'a' attn_mask (L, S) or (N·H, L, S).
+template <class V, Real T, class F>
+void for_each_mask_row(const xt::xarray<V>& m, char layout, const MaskGeometry& g, const MaskRows<T>& rows, F f) {
     const std::size_t L = g.tgt_len, S = g.src_len;
     const bool per_batch_head = layout == 'a' && m.dimension() == 3;
-    for (std::size_t b = 0; b < g.batch * g.heads; ++b)
-        for (std::size_t i = 0; i < L; ++i) {
-            const std::size_t row = layout == 'k' ? b / g.heads : per_batch_head ? b * L + i : i;
-            f(b, i, m.data() + row * S);
-        }
+    for (std::size_t s = 0; s < g.batch * g.heads * L / rows.group; ++s) {
+        const std::size_t b = s * rows.group / L, i = s * rows.group % L;  // its first score row
+        const std::size_t row = layout == 'k' ? b / g.heads : per_batch_head ? b * L + i : i;
+        f(s, m.data() + row * S);
+    }
 }
 
 template <class A>
@@ -134,24 +146,24 @@ template <Real T>
 void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, const char* operand,
                 const MaskGeometry& g) {
     const std::size_t Sp = g.padded_src_len;
+    const std::size_t group = layout == 'k' ? g.heads * g.tgt_len : 1;  // score rows one mask row serves
     if (m.ignore) {
         check_mask_shape(*m.ignore, layout, operand, "bool", g);
-        T* p = out.ignore_for_writing();
-        // each distinct mask row converted to T once (a key_padding_mask row serves H·L score rows),
-        // then merged by a loop that vectorizes
-        T* converted = out.row_scratch(g.src_len);
+        T* p = out.for_writing(out.ignore, group);
+        // each distinct mask row converted to T once, then merged by a loop that vectorizes
+        T* converted = out.row_scratch(g.src_len).data();
         const bool* last = nullptr;
-        for_each_mask_row(*m.ignore, layout, g, [&](std::size_t b, std::size_t i, const bool* v) {
+        for_each_mask_row(*m.ignore, layout, g, out.ignore, [&](std::size_t s, const bool* v) {
             if (v != last) std::transform(v, v + g.src_len, converted, [](bool x) { return T(x); }), last = v;
-            T* row = p + (b * g.tgt_len + i) * Sp;
+            T* row = p + s * Sp;
             for (std::size_t j = 0; j < g.src_len; ++j) row[j] = std::max(row[j], converted[j]);
         });
     }
     if (m.additive) {
         check_mask_shape(*m.additive, layout, operand, "float", g);
-        T* p = out.additive_for_writing();
-        for_each_mask_row(*m.additive, layout, g, [&](std::size_t b, std::size_t i, const T* v) {
-            T* row = p + (b * g.tgt_len + i) * Sp;
+        T* p = out.for_writing(out.additive, group);
+        for_each_mask_row(*m.additive, layout, g, out.additive, [&](std::size_t s, const T* v) {
+            T* row = p + s * Sp;
             for (std::size_t j = 0; j < g.src_len; ++j) row[j] += v[j];
         });
     }
@@ -162,7 +174,7 @@ void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, cons
 template <Real T, class Ignored>
 void merge_ignore_rule(ScoreMasks<T>& out, const MaskGeometry& g, Ignored ignored) {
     const std::size_t L = g.tgt_len, Sp = g.padded_src_len;
-    T* p = out.ignore_for_writing();
+    T* p = out.for_writing(out.ignore, 1);
     for (std::size_t b = 0; b < g.batch * g.heads; ++b)
         for (std::size_t i = 0; i < L; ++i)
             for (std::size_t j = 0; j < g.src_len; ++j)
