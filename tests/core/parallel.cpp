@@ -1,5 +1,5 @@
 // xgrad's threads: parallel_for covers every index once, nests serially, stays serial for small
-// work; GEMMs and MultiheadAttention give the same results on 1 and 2 threads.
+// work; GEMMs, MultiheadAttention and Adam give the same results on 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -110,6 +110,30 @@ TEST_CASE("MultiheadAttention forward and backward on 2 threads match 1 thread")
         CHECK(xt::amax(xt::abs(one[i]))() > 1e-3);
         CHECK(xt::amax(xt::abs(one[i] - two[i]))() < 1e-12);
     }
+}
+
+TEST_CASE("Adam and the gradients' zero-fill split over 2 threads give exactly the 1-thread results") {
+    // a (600, 1024) weight: Adam's update and the zero-fill of its gradient both split over threads
+    auto run = [](std::size_t threads) {
+        Threads t(threads);
+        Generator gen(3);
+        nn::Linear<double> lin(1024, 600, gen);
+        optim::Adam opt(lin, {.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true});
+        xt::xtensor<double, 2> last_grad;
+        for (unsigned step = 0; step < 3; ++step) {
+            xgrad::zero_grad(lin);
+            backward(lin.weight, xt::xtensor<double, 2>(randn<2>({600, 1024}, 20 + step)));
+            last_grad = lin.weight.grad();
+            opt.step();
+        }
+        return std::pair{xt::xtensor<double, 2>(lin.weight.value()), last_grad};
+    };
+    const auto [w1, g1] = run(1);
+    const auto [w2, g2] = run(2);
+    CHECK(g2 == xt::xtensor<double, 2>(randn<2>({600, 1024}, 22)));  // re-zeroed, not accumulated
+    CHECK(w2 == w1);
+    Generator gen(3);
+    CHECK(xt::amax(xt::abs(w1 - nn::Linear<double>(1024, 600, gen).weight.value()))() > 1e-3);  // it moved
 }
 
 }  // namespace test_core_parallel

@@ -150,4 +150,10 @@ void parallel_for(std::size_t n, double work, const Body& body) {
     if (n > 0) body(std::size_t(0), n);
 }
 
+// std::fill(p, p + n, value), split over xgrad's threads when large (memory-bound: a few MB).
+template <class T>
+void parallel_fill(T* p, std::size_t n, T value) {
+    parallel_for(n, 8.0 * double(n), [&](std::size_t begin, std::size_t end) { std::fill(p + begin, p + end, value); });
+}
+
 }  // namespace xgrad

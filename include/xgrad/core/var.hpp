@@ -13,6 +13,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/core/tape.hpp"
 
 namespace xgrad {
@@ -34,7 +35,7 @@ public:
         if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
         if (!grad_live_) {
             if (grad_.shape() != value.shape()) grad_.resize(value.shape());
-            std::fill(grad_.begin(), grad_.end(), T(0));
+            parallel_fill(grad_.data(), grad_.size(), T(0));
             grad_live_ = true;
         }
         return grad_;

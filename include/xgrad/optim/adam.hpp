@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
@@ -86,9 +87,13 @@ public:
             const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
             const Scalars sc{neg_step_size, bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
             T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
-            // One loop per variant, without branches inside, so the compiler vectorizes it.
+            // One loop per variant, without branches inside, so the compiler vectorizes it; large
+            // parameters split over xgrad's threads (elementwise: the result does not depend on them).
             auto run = [&]<bool Maximize, bool L2, bool Ams>() {
-                update<Maximize, L2, Ams>(p.value, g, s.exp_avg.data(), s.exp_avg_sq.data(), vmax, p.size, sc);
+                T *m = s.exp_avg.data(), *v = s.exp_avg_sq.data();
+                parallel_for(p.size, 16.0 * double(p.size), [&](std::size_t b, std::size_t e) {
+                    update<Maximize, L2, Ams>(p.value + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, sc);
+                });
             };
             with_flags(run, o.maximize, !Decoupled && o.weight_decay != 0, vmax != nullptr);
         }
