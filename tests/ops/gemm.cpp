@@ -66,9 +66,10 @@ template <class T>
 void check_kernel(double tolerance) {
     std::mt19937 rng(7);
     // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes
-    // ({7,13,29} and {12,300,100} with B transposed compute C^T: few rows, B wide)
-    const std::vector<Shape> shapes{{1, 1, 1},    {7, 13, 29},   {6, 64, 5},   {13, 70, 33},
-                                    {33, 65, 40}, {64, 64, 64},  {37, 150, 3}, {12, 300, 100}};
+    // {7,13,29} and {12,300,100} with B transposed compute C^T (few rows, B wide); {100,130,600}
+    // takes A in blocks of rows and, in float64, packs B even when not transposed (it spans > 512 KB)
+    const std::vector<Shape> shapes{{1, 1, 1},   {7, 13, 29},  {6, 64, 5},     {13, 70, 33},  {33, 65, 40},
+                                    {64, 64, 64}, {37, 150, 3}, {12, 300, 100}, {100, 130, 600}};
     const std::vector<std::pair<T, T>> scalars{{T(1), T(0)}, {T(0.5), T(1)}, {T(2), T(-0.5)}};
     for (const auto& s : shapes)
         for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
@@ -92,13 +93,13 @@ TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and fl
     check_kernel<double>(1e-13);
 }
 
-TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 1024, OpenBLAS otherwise; both agree") {
+TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBLAS otherwise; both agree") {
     CHECK(blas::small::preferred(1) == blas::small::many_registers);
-    CHECK(blas::small::preferred(1024) == blas::small::many_registers);
-    CHECK_FALSE(blas::small::preferred(2048));  // a packed panel past L2
+    CHECK(blas::small::preferred(2048) == blas::small::many_registers);
+    CHECK_FALSE(blas::small::preferred(4096));
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
-        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 2000}}) {
+        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}}) {
             const bool at = transposes.first, bt = transposes.second;
             INFO("m ", s.m, " a_trans ", at, " b_trans ", bt);
             Problem<double> pr(at, bt, s, 0.0, rng);

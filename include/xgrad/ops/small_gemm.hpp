@@ -168,31 +168,41 @@ void tile(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t i0, std::si
         }
 }
 
-// All the tiles of one panel of `cols` ≤ NV·lanes columns, NV the fewest vectors that hold them.
+// The tiles of rows [first, last) of one panel of `cols` ≤ NV·lanes columns, NV the fewest vectors
+// that hold them.
 template <class T, std::size_t NV = max_nv>
-void panel(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t j0, std::size_t cols) {
+void panel(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t j0, std::size_t cols, std::size_t first,
+           std::size_t last) {
     if constexpr (NV > 1)
-        if (cols <= (NV - 1) * lanes<T>) return panel<T, NV - 1>(g, x, ldx, j0, cols);
+        if (cols <= (NV - 1) * lanes<T>) return panel<T, NV - 1>(g, x, ldx, j0, cols, first, last);
     constexpr std::size_t MR = tile_rows<NV>;
     const bool full_cols = cols == NV * lanes<T>;
-    for (std::size_t i0 = 0; i0 < g.rows; i0 += MR) {
-        const std::size_t rows = std::min(MR, g.rows - i0);
+    for (std::size_t i0 = first; i0 < last; i0 += MR) {
+        const std::size_t rows = std::min(MR, last - i0);
         if (full_cols) tile<T, MR, NV, true>(g, x, ldx, i0, j0, rows, cols);
         else tile<T, MR, NV, false>(g, x, ldx, i0, j0, rows, cols);
     }
 }
 
+// Rows of R per block: a block's rows × k elements (about 256 KB) stay in L2 while every panel of
+// X passes over them. A multiple of the tile heights (6 and 8).
+template <class T>
+std::size_t block_rows(std::size_t k) {
+    return std::max<std::size_t>(24, (std::size_t(256) << 10) / (k * sizeof(T)) / 24 * 24);
+}
+
 // Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, where it was
 // measured faster than Debian's OpenBLAS 0.3.21 (which runs its AVX2 kernels on that CPU) on every
-// shape of the reference workloads, from (7,13,29) to (768,256,512), float32 and float64
-// (docs/performance.md); and k at most 1024, so that a packed panel stays within L2.
-inline bool preferred(std::size_t k) { return many_registers && k <= 1024; }
+// shape of the reference workloads, from (7,13,29) to (1536,512,1024), float32 and float64
+// (docs/performance.md); and k at most 2048: at k = 8192 it was no faster.
+inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's. The tiles need X's
 // rows contiguous. X = op(B) has them when B is not transposed. Else C^T = op(B)^T op(A)^T has
 // them in X = op(A)^T when A is transposed, or it is cheaper to pack op(A)^T when A has much
 // fewer rows than B: then C^T goes to a buffer and is added to C transposed at the end. Otherwise
-// X = op(B) is packed panel by panel. The buffers are thread-local, grow once and are reused.
+// X = op(B) is packed. R is taken in blocks of rows that stay in L2. The buffers are thread-local,
+// grow once and are reused.
 template <class T>
 void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
@@ -210,17 +220,29 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
         g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, T(1), T(0), c_transposed.data(), m};
         x = a, x_row = a_trans ? lda : 1, x_col = a_trans ? 1 : lda;
     }
+    // X packed whole, panel after panel (k, panel_cols), when its rows are not contiguous, or when
+    // they span more than L2 and many row tiles read them: packed, a panel is read sequentially
+    // (measured 1.5-2x faster on (1536,512,1024) TN, whose rows of X, 4 KB apart, share cache sets)
     constexpr std::size_t panel_cols = max_nv * lanes<T>;
-    if (x_col != 1 && packed.size() < k * panel_cols) packed.resize(k * panel_cols);
-    for (std::size_t j0 = 0; j0 < g.cols; j0 += panel_cols) {
-        const std::size_t cols = std::min(panel_cols, g.cols - j0);
-        if (x_col == 1) {
-            panel(g, x + j0, x_row, j0, cols);
-            continue;
+    const std::size_t panels = (g.cols + panel_cols - 1) / panel_cols;
+    const bool pack = x_col != 1 || (g.rows >= 64 && k * x_row * sizeof(T) > (std::size_t(512) << 10));
+    if (pack) {
+        if (packed.size() < panels * k * panel_cols) packed.resize(panels * k * panel_cols);
+        for (std::size_t q = 0; q < panels; ++q) {
+            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
+            T* out = packed.data() + q * k * panel_cols;
+            if (x_col != 1) pack_transposed(x + j0 * x_col, x_col, k, cols, out, panel_cols);  // x_row is 1 here
+            else
+                for (std::size_t p = 0; p < k; ++p) std::copy_n(x + p * x_row + j0, cols, out + p * panel_cols);
         }
-        pack_transposed(x + j0 * x_col, x_col, k, cols, packed.data(), panel_cols);  // x_row is 1 here
-        panel(g, packed.data(), panel_cols, j0, cols);
     }
+    const std::size_t rows_per_block = block_rows<T>(k);
+    for (std::size_t first = 0; first < g.rows; first += rows_per_block)
+        for (std::size_t q = 0; q < panels; ++q) {
+            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0), last = std::min(g.rows, first + rows_per_block);
+            if (pack) panel(g, packed.data() + q * k * panel_cols, panel_cols, j0, cols, first, last);
+            else panel(g, x + j0, x_row, j0, cols, first, last);
+        }
     if (transposed)  // C = alpha · (C^T)^T + beta · C, C only read when beta ≠ 0
         for (std::size_t i = 0; i < m; ++i)
             for (std::size_t j = 0; j < n; ++j) {
