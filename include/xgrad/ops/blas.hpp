@@ -1,6 +1,6 @@
 // Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C. Transposes are flags on
-// the stored matrices, never materialized. Mid-size products in AVX-512 builds run xgrad's own
-// kernel (small_gemm.hpp: small::preferred), the others OpenBLAS. xgrad's threads split a large
+// the stored matrices, never materialized. In AVX-512 builds products with k ≤ 2048 run xgrad's
+// own kernel (small_gemm.hpp: small::preferred), the others OpenBLAS. xgrad's threads split a large
 // GEMM into blocks (core/parallel.hpp).
 #pragma once
 #include <algorithm>

@@ -1,9 +1,9 @@
 // xgrad's own GEMM kernel, xsimd register tiles: C (m,n) = alpha · op(A) op(B) + beta · C on
-// row-major matrices with leading dimensions. A tile of up to 16 rows × up to 4 vectors of columns
+// row-major matrices with leading dimensions. A tile of up to 8 rows × up to 4 vectors of columns
 // accumulates R(i,p) · X[p, j..] over p in registers (each element of R broadcast, rows of X
 // contiguous), then updates C once. R, X are op(A), op(B), or op(B)^T, op(A)^T computing C^T,
-// whichever reads the operands in place; else X is packed first (gemm below). Each C element's
-// sum runs over p in order, whichever tile or thread block computes it.
+// whichever packs less (gemm below). Each C element's sum runs over p in order, whichever tile,
+// row block or thread block computes it.
 // Used by blas::gemm on AVX-512 builds (preferred() below).
 #pragma once
 #include <algorithm>
