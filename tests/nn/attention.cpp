@@ -357,4 +357,17 @@ TEST_CASE("scaled_dot_product_attention gradcheck (rank 3 and 4, each mask type)
                     shape_error);
 }
 
+TEST_CASE("MultiheadAttention: an empty query sequence (L = 0) with a key_padding_mask and a bool attn_mask") {
+    Generator gen(1);
+    Mha mha({.embed_dim = 4, .num_heads = 2}, gen);
+    const auto kv = parameter(randn<3>({3, 2, 4}, 2));
+    nn::MhaForwardOptions<double> fo;
+    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{{false, true, false}, {false, false, true}});
+    const auto r = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
+    CHECK(r.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
+    fo.attn_mask = Mask::from_bool(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
+    const auto r2 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
+    CHECK(r2.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
+}
+
 }  // namespace test_nn_attention

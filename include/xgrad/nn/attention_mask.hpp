@@ -146,7 +146,8 @@ template <Real T>
 void merge_mask(ScoreMasks<T>& out, const AttentionMask<T>& m, char layout, const char* operand,
                 const MaskGeometry& g) {
     const std::size_t Sp = g.padded_src_len;
-    const std::size_t group = layout == 'k' ? g.heads * g.tgt_len : 1;  // score rows one mask row serves
+    // score rows one mask row serves (at least 1: L may be 0)
+    const std::size_t group = layout == 'k' ? std::max<std::size_t>(1, g.heads * g.tgt_len) : 1;
     if (m.ignore) {
         check_mask_shape(*m.ignore, layout, operand, "bool", g);
         T* p = out.for_writing(out.ignore, group);

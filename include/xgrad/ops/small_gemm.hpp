@@ -239,7 +239,8 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
     const std::size_t rows_per_block = block_rows<T>(k);
     for (std::size_t first = 0; first < g.rows; first += rows_per_block)
         for (std::size_t q = 0; q < panels; ++q) {
-            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0), last = std::min(g.rows, first + rows_per_block);
+            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
+            const std::size_t last = std::min(g.rows, first + rows_per_block);
             if (pack) panel(g, packed.data() + q * k * panel_cols, panel_cols, j0, cols, first, last);
             else panel(g, x + j0, x_row, j0, cols, first, last);
         }
