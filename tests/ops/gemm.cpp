@@ -1,4 +1,4 @@
-// xgrad's GEMM kernel (ops/small_gemm.hpp) and blas::gemm's choice of it, against a plain
+// xgrad's GEMM kernel (ops/gemm_kernel.hpp) and blas::gemm's choice of it, against a plain
 // triple loop in long double: every transpose it serves, edge tiles, leading dimensions wider than
 // the rows, alpha and beta, and beta = 0 never reading C (NaN there must not leak).
 #include <doctest/doctest.h>
@@ -81,7 +81,7 @@ void check_kernel(double tolerance) {
                 const T c_fill = beta == T(0) ? std::numeric_limits<T>::quiet_NaN() : T(0);
                 Problem<T> pr(at, bt, s, c_fill, rng);
                 const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
-                    blas::small::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc);
+                    blas::kernel::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc);
                 });
                 CHECK(err < tolerance);
                 CHECK(padding_kept);
@@ -94,9 +94,9 @@ TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and fl
 }
 
 TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBLAS otherwise; both agree") {
-    CHECK(blas::small::preferred(1) == blas::small::many_registers);
-    CHECK(blas::small::preferred(2048) == blas::small::many_registers);
-    CHECK_FALSE(blas::small::preferred(4096));
+    CHECK(blas::kernel::preferred(1) == blas::kernel::many_registers);
+    CHECK(blas::kernel::preferred(2048) == blas::kernel::many_registers);
+    CHECK_FALSE(blas::kernel::preferred(4096));
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
         for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}}) {

@@ -1,6 +1,6 @@
 // Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C. Transposes are flags on
 // the stored matrices, never materialized. In AVX-512 builds products with k ≤ 2048 run xgrad's
-// own kernel (small_gemm.hpp: small::preferred), the others OpenBLAS. xgrad's threads split a large
+// own kernel (gemm_kernel.hpp: kernel::preferred), the others OpenBLAS. xgrad's threads split a large
 // GEMM into blocks (core/parallel.hpp).
 #pragma once
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/ops/small_gemm.hpp"
+#include "xgrad/ops/gemm_kernel.hpp"
 
 namespace xgrad::blas {
 
@@ -51,14 +51,14 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     // wider than tall), one single-threaded kernel or BLAS call per block. Each element's sum over k is
     // unchanged, so the result does not depend on the thread count.
     const bool by_rows = m >= n;
-    const bool use_small = small::preferred(k);
+    const bool use_kernel = kernel::preferred(k);
     parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;
         const T* b_block = by_rows ? b : b + (op_b == Op::none ? begin : begin * ldb);
         T* c_block = c + (by_rows ? begin * ldc : begin);
-        if (use_small)
-            small::gemm(op_a == Op::trans, op_b == Op::trans, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block,
+        if (use_kernel)
+            kernel::gemm(op_a == Op::trans, op_b == Op::trans, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block,
                         ldc);
         else if constexpr (std::is_same_v<T, float>)
             cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,

@@ -14,7 +14,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-namespace xgrad::blas::small {
+namespace xgrad::blas::kernel {
 
 template <class T>
 using Vec = xsimd::batch<T>;
@@ -253,4 +253,4 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
             }
 }
 
-}  // namespace xgrad::blas::small
+}  // namespace xgrad::blas::kernel
