@@ -65,9 +65,10 @@ std::pair<double, bool> error_of(Problem<T> pr, T alpha, T beta, Gemm gemm) {
 template <class T>
 void check_kernel(double tolerance) {
     std::mt19937 rng(7);
-    // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes
-    // {7,13,29} and {12,300,100} with B transposed compute C^T (few rows, B wide); {100,130,600}
-    // takes A in blocks of rows and, in float64, packs B even when not transposed (it spans > 512 KB)
+    // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes.
+    // C^T is computed for every TT and, with B transposed, for {100,130,600} (B > 128 KB and
+    // wider than A has rows) and {12,300,100} in float64; {100,130,600} also takes A in blocks of
+    // rows and, in float64, packs B even when not transposed (it spans > 512 KB)
     const std::vector<Shape> shapes{{1, 1, 1},   {7, 13, 29},  {6, 64, 5},     {13, 70, 33},  {33, 65, 40},
                                     {64, 64, 64}, {37, 150, 3}, {12, 300, 100}, {100, 130, 600}};
     const std::vector<std::pair<T, T>> scalars{{T(1), T(0)}, {T(0.5), T(1)}, {T(2), T(-0.5)}};

@@ -18,6 +18,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/expr.hpp"
+#include "xgrad/core/simd.hpp"
 #include "xgrad/ops/axis.hpp"
 
 namespace xgrad {
@@ -70,8 +71,8 @@ public:
     // Σ (x_i − t_i)², W lanes at a time in 4 independent sums (a single running sum is bound by
     // the add latency)
     static T sum_squared_difference(const T* x, const T* t, std::size_t n) {
-        using batch = xsimd::batch<T>;
-        constexpr std::size_t W = batch::size;
+        using batch = simd::Vec<T>;
+        constexpr std::size_t W = simd::lanes<T>;
         std::array<batch, 4> lanes_sum{batch(T(0)), batch(T(0)), batch(T(0)), batch(T(0))};
         std::size_t i = 0;
         for (; i + 4 * W <= n; i += 4 * W)
@@ -79,7 +80,7 @@ public:
                 const batch d = batch::load_unaligned(x + i + a * W) - batch::load_unaligned(t + i + a * W);
                 lanes_sum[a] = xsimd::fma(d, d, lanes_sum[a]);
             }
-        T total = xsimd::hadd((lanes_sum[0] + lanes_sum[1]) + (lanes_sum[2] + lanes_sum[3]));
+        T total = simd::reduce_add((lanes_sum[0] + lanes_sum[1]) + (lanes_sum[2] + lanes_sum[3]));
         for (; i < n; ++i) total += (x[i] - t[i]) * (x[i] - t[i]);
         return total;
     }

@@ -1,0 +1,99 @@
+// SIMD helpers over xsimd batches for what xsimd 8.1 lacks or does slowly: partial vectors (the
+// last `count` elements of a row), the horizontal max and sum. AVX-512 has masked loads and stores for them; other
+// instruction sets go through a small buffer.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+namespace xgrad::simd {
+
+template <class T>
+using Vec = xsimd::batch<T>;
+template <class T>
+inline constexpr std::size_t lanes = Vec<T>::size;
+// True when Vec<T> is one 512-bit register, the width of the masked intrinsics below.
+template <class T>
+inline constexpr bool is_avx512 =
+#if defined(__AVX512F__)
+    lanes<T> * sizeof(T) == 64;
+#else
+    false;
+#endif
+
+// The `count` (≤ lanes) elements at p, `fill` in the lanes after them; nothing past them is read.
+template <class T>
+[[gnu::always_inline]] inline Vec<T> load_part(const T* p, std::size_t count, T fill) {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512<T>) {
+        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
+        if constexpr (std::is_same_v<T, float>) return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), mask, p);
+        else return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(mask), p);
+    }
+#endif
+    if (count == lanes<T>) return Vec<T>::load_unaligned(p);
+    alignas(64) std::array<T, lanes<T>> buffer;
+    buffer.fill(fill);
+    std::copy(p, p + count, buffer.begin());
+    return Vec<T>::load_aligned(buffer.data());
+}
+
+// The same with zeros after them.
+template <class T>
+[[gnu::always_inline]] inline Vec<T> load_part(const T* p, std::size_t count) {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512<T>) {
+        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
+        if constexpr (std::is_same_v<T, float>) return _mm512_maskz_loadu_ps(mask, p);
+        else return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
+    }
+#endif
+    return load_part(p, count, T(0));
+}
+
+// Stores the first `count` (≤ lanes) elements of v at p, writing nothing past them.
+template <class T>
+[[gnu::always_inline]] inline void store_part(T* p, Vec<T> v, std::size_t count) {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512<T>) {
+        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
+        if constexpr (std::is_same_v<T, float>) return _mm512_mask_storeu_ps(p, mask, v);
+        else return _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+    }
+#endif
+    if (count == lanes<T>) return v.store_unaligned(p);
+    alignas(64) std::array<T, lanes<T>> buffer;
+    v.store_aligned(buffer.data());
+    std::copy_n(buffer.begin(), count, p);
+}
+
+// The largest lane (NaN lanes may or may not win, as with std::max).
+template <class T>
+[[gnu::always_inline]] inline T reduce_max(Vec<T> v) {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512<T>) {
+        if constexpr (std::is_same_v<T, float>) return _mm512_reduce_max_ps(v);
+        else return _mm512_reduce_max_pd(v);
+    }
+#endif
+    alignas(64) std::array<T, lanes<T>> buffer;
+    v.store_aligned(buffer.data());
+    return *std::max_element(buffer.begin(), buffer.end());
+}
+
+// The sum of the lanes.
+template <class T>
+[[gnu::always_inline]] inline T reduce_add(Vec<T> v) {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512<T>) {
+        if constexpr (std::is_same_v<T, float>) return _mm512_reduce_add_ps(v);
+        else return _mm512_reduce_add_pd(v);
+    }
+#endif
+    return xsimd::hadd(v);
+}
+
+}  // namespace xgrad::simd
