@@ -1,6 +1,8 @@
 // Tests for matmul and linear: hand-computed values, plain-loop references, gradchecks, errors.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <xtensor/xview.hpp>
 
 #include "xgrad/xgrad.hpp"
@@ -287,6 +289,37 @@ TEST_CASE("matmul and linear whose output needs no grad hold no reference to the
     xgrad::backward(xgrad::sum(zg));
     CHECK(w.grad() == D2{{4, 6}, {4, 6}});  // dW = dYᵀ · X = column sums of c per output row
     xgrad::tape().clear();
+}
+
+// matmul and linear write a gradient BLAS-style: the first contribution in a pass overwrites the
+// buffer kept from the last pass (never read: NaN there must not leak), later ones accumulate.
+TEST_CASE("linear and matmul: the first gradient write of a pass overwrites stale content, later ones add") {
+    using D1 = xt::xtensor<double, 1>;
+    using D2 = xt::xtensor<double, 2>;
+    auto x = parameter(D2{{1, 2}, {3, 4}, {5, 6}});  // (rows 3, in 2)
+    auto w = parameter(D2{{1, 0}, {2, 1}});          // (out 2, in 2)
+    auto b = parameter(D1{0.5, -1});
+    const auto pass = [&] {
+        // x and w each used by two linears and a matmul: three contributions to each gradient
+        xgrad::Var<double, 0> loss = xgrad::sum(xgrad::linear(x, w, b)) + xgrad::sum(xgrad::linear(x, w)) +
+                                     xgrad::sum(xgrad::matmul(x, w));
+        xgrad::backward(loss);
+        xgrad::tape().clear();
+    };
+    pass();
+    for (auto* v : {&x, &w})  // stale gradients from the last pass, poisoned
+        const_cast<D2&>(v->grad()).fill(std::numeric_limits<double>::quiet_NaN());
+    const_cast<D1&>(b.grad()).fill(std::numeric_limits<double>::quiet_NaN());
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    pass();
+    // d sum(x·Wᵀ)/dx = row sums... each row of dX is Σ_o W[o, :] (twice) plus Σ_n W[:, n] (matmul)
+    CHECK(x.grad() == D2{{2 * 3 + 1, 2 * 1 + 3}, {7, 5}, {7, 5}});
+    // dW[o, i] = Σ_r x[r, i] twice (linears); matmul: dW[k, n] = Σ_r x[r, k]
+    CHECK(w.grad() == D2{{2 * 9 + 9, 2 * 12 + 9}, {2 * 9 + 12, 2 * 12 + 12}});
+    CHECK(b.grad() == D1{3, 3});  // one per row
+    pass();  // no zero_grad: accumulates
+    CHECK(b.grad() == D1{6, 6});
+    CHECK(w.grad()(0, 0) == 2 * 27);
 }
 
 }  // namespace test_ops_linalg

@@ -32,13 +32,23 @@ public:
 
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
     xt::xtensor<T, N>& grad_buffer() {
-        if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
-        if (!grad_live_) {
-            if (grad_.shape() != value.shape()) grad_.resize(value.shape());
-            parallel_fill(grad_.data(), grad_.size(), T(0));
-            grad_live_ = true;
-        }
+        const GradTarget target = grad_target();
+        if (target.beta == T(0)) parallel_fill(target.data, grad_.size(), T(0));
         return grad_;
+    }
+    // For a backward that writes every element of this gradient at once, BLAS-style:
+    // grad = contribution + beta · grad. On first touch in a pass beta is 0, and the buffer is
+    // not zero-filled: the contribution overwrites it (stale content is never read). Later, 1.
+    struct GradTarget {
+        T* data;
+        T beta;
+    };
+    GradTarget grad_target() {
+        if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
+        if (grad_live_) return {grad_.data(), T(1)};
+        if (grad_.shape() != value.shape()) grad_.resize(value.shape());
+        grad_live_ = true;
+        return {grad_.data(), T(0)};
     }
     bool has_grad() const override { return grad_live_; }
     const xt::xtensor<T, N>* grad_storage() const { return &grad_; }

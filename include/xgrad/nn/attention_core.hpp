@@ -17,6 +17,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
 #include "xgrad/nn/attention_mask.hpp"
 #include "xgrad/ops/blas.hpp"
@@ -52,9 +53,7 @@ struct HeadOperand {
     HeadLayout layout;
 };
 
-// Softmax of one score row in place, with the masks applied: ignored keys get weight 0, a fully
-// masked row (every key ignored or -inf) gives all zeros; a NaN score makes the row NaN.
-// SIMD through xsimd: max, exp and sum W lanes at a time.
+// The masks applied to one score row in place: + additive, -inf where ignored.
 template <Real T>
 void apply_masks_row(T* row, std::size_t n, const T* ignore, const T* additive) {
     if (additive)
@@ -63,50 +62,84 @@ void apply_masks_row(T* row, std::size_t n, const T* ignore, const T* additive) 
         for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] != T(0) ? -std::numeric_limits<T>::infinity() : row[j];
 }
 
-template <Real T>
-void masked_softmax_row(T* row, std::size_t n, const T* ignore, const T* additive) {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t W = batch::size;
+// f(j, count, v) on the row's vectors at 0, W, 2W, ...: v holds its `count` elements, `fill` after.
+template <Real T, class F>
+[[gnu::always_inline]] inline void for_each_vector(const T* row, std::size_t n, T fill, F f) {
+    constexpr std::size_t W = simd::lanes<T>;
+    std::size_t j = 0;
+    for (; j + W <= n; j += W) f(j, W, simd::Vec<T>::load_unaligned(row + j));
+    if (j < n) f(j, n - j, simd::load_part(row + j, n - j, fill));
+}
+
+// Softmax of `count` score rows of n in place (rows n apart), with the masks ignore(r) and
+// additive(r) of row r applied: ignored keys get weight 0, a fully masked row (every key ignored
+// or -inf) gives all zeros; a NaN score makes the row NaN. SIMD W lanes at a time, the last
+// partial vector included. The masks are applied in registers, twice, rather than stored and
+// reloaded, and a row of one vector is stored once; phase by phase over groups of rows, so that
+// the dependency chains of short rows (max, then exp and sum, then scale) overlap.
+template <Real T, class Ignore, class Additive>
+void masked_softmax_rows(T* rows, std::size_t count, std::size_t n, Ignore ignore, Additive additive) {
+    using batch = simd::Vec<T>;
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    apply_masks_row(row, n, ignore, additive);
-    const std::size_t n_simd = n - n % W;
-    batch lanes_max(neg_inf);
-    for (std::size_t j = 0; j < n_simd; j += W) lanes_max = xsimd::max(lanes_max, batch::load_unaligned(row + j));
-    alignas(64) T lanes[W];
-    lanes_max.store_aligned(lanes);
-    T max = neg_inf;
-    for (std::size_t l = 0; l < W; ++l) max = std::max(max, lanes[l]);
-    for (std::size_t j = n_simd; j < n; ++j) max = std::max(max, row[j]);
-    if (max == neg_inf) {  // fully masked, unless a NaN hides there
-        const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
-        std::fill(row, row + n, has_nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
-        return;
+    // the scores at row[j, j + part) with masks applied, -inf after them
+    const auto masked = [](batch v, const T* ignore_row, const T* additive_row, std::size_t j, std::size_t part) {
+        const auto load = [&](const T* p) { return part == simd::lanes<T> ? batch::load_unaligned(p) : simd::load_part(p, part); };
+        if (additive_row) v += load(additive_row + j);
+        if (ignore_row) v = xsimd::select(load(ignore_row + j) != batch(T(0)), batch(neg_inf), v);
+        return v;
+    };
+    constexpr std::size_t group = 8;
+    std::array<T, group> max, inv_sum;
+    const bool single = n <= simd::lanes<T>;
+    std::array<batch, group> single_e;
+    for (std::size_t first = 0; first < count; first += group) {
+        const std::size_t size = std::min(group, count - first);
+        for (std::size_t g = 0; g < size; ++g) {
+            const T *ignore_row = ignore(first + g), *additive_row = additive(first + g);
+            batch lanes_max(neg_inf);
+            for_each_vector(rows + (first + g) * n, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+                lanes_max = xsimd::max(lanes_max, masked(v, ignore_row, additive_row, j, part));
+            });
+            max[g] = simd::reduce_max(lanes_max);
+        }
+        // e_j = exp(s_j - max), 0 in the padding lanes (a NaN score gives a NaN sum: the row is NaN)
+        for (std::size_t g = 0; g < size; ++g) {
+            T* row = rows + (first + g) * n;
+            const T *ignore_row = ignore(first + g), *additive_row = additive(first + g);
+            if (max[g] == neg_inf) {  // fully masked, unless a NaN hides there
+                apply_masks_row(row, n, ignore_row, additive_row);
+                const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
+                std::fill(row, row + n, has_nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
+                continue;
+            }
+            batch lanes_sum(T(0));
+            const batch vmax(max[g]);
+            for_each_vector(row, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+                const batch e = xsimd::exp(masked(v, ignore_row, additive_row, j, part) - vmax);
+                if (single) single_e[g] = e;  // a row of one vector stays in registers
+                else simd::store_part(row + j, e, part);
+                lanes_sum += e;
+            });
+            inv_sum[g] = T(1) / simd::reduce_add(lanes_sum);
+        }
+        for (std::size_t g = 0; g < size; ++g) {
+            if (max[g] == neg_inf) continue;  // done above
+            T* row = rows + (first + g) * n;
+            const batch inv(inv_sum[g]);
+            if (single) simd::store_part(row, single_e[g] * inv, n);
+            else for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) { simd::store_part(row + j, v * inv, part); });
+        }
     }
-    // e_j = exp(s_j - max) (a NaN score gives a NaN sum, so the whole row becomes NaN)
-    batch lanes_sum(T(0));
-    const batch vmax(max);
-    for (std::size_t j = 0; j < n_simd; j += W) {
-        const batch e = xsimd::exp(batch::load_unaligned(row + j) - vmax);
-        e.store_unaligned(row + j);
-        lanes_sum += e;
-    }
-    T sum = xsimd::hadd(lanes_sum);
-    for (std::size_t j = n_simd; j < n; ++j) sum += (row[j] = std::exp(row[j] - max));
-    const T inv = T(1) / sum;
-    for (std::size_t j = 0; j < n; ++j) row[j] *= inv;
 }
 
 // Σ_j a_j · b_j, W lanes at a time.
 template <Real T>
 T dot(const T* a, const T* b, std::size_t n) {
-    using batch = xsimd::batch<T>;
-    constexpr std::size_t W = batch::size;
-    const std::size_t n_simd = n - n % W;
-    batch acc(T(0));
-    for (std::size_t j = 0; j < n_simd; j += W) acc += batch::load_unaligned(a + j) * batch::load_unaligned(b + j);
-    T sum = xsimd::hadd(acc);
-    for (std::size_t j = n_simd; j < n; ++j) sum += a[j] * b[j];
-    return sum;
+    simd::Vec<T> acc(T(0));
+    for_each_vector(a, n, T(0), [&](std::size_t j, std::size_t count, simd::Vec<T> va) {
+        acc = xsimd::fma(va, simd::load_part(b + j, count), acc);
+    });
+    return simd::reduce_add(acc);
 }
 
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
@@ -136,10 +169,13 @@ public:
     void softmax_backward(T* out, T factor, std::size_t first, std::size_t last) const {
         const std::size_t S = k.layout.len;
         const T *P = this->value.data(), *dP = this->grad_storage()->data();
+        using batch = simd::Vec<T>;
         for (std::size_t r = first; r < last; ++r) {
             const T *p = P + r * S, *dp = dP + r * S;
-            const T dp_dot_p = dot(dp, p, S);
-            for (std::size_t j = 0; j < S; ++j) out[r * S + j] = p[j] * (dp[j] - dp_dot_p) * factor;
+            const batch dp_dot_p(dot(dp, p, S)), vfactor(factor);
+            for_each_vector(p, S, T(0), [&](std::size_t j, std::size_t count, batch vp) {
+                simd::store_part(out + r * S + j, vp * (simd::load_part(dp + j, count) - dp_dot_p) * vfactor, count);
+            });
         }
     }
 
@@ -152,8 +188,9 @@ public:
             for (std::size_t bh = first; bh < last; ++bh) {
                 T* scores = this->value.data() + bh * L * S;
                 scaled_scores(bh / H, bh % H, scores);
-                for (std::size_t i = 0, r = bh * L; i < L; ++i, ++r)
-                    masked_softmax_row(scores + i * S, S, ignore_row(r), additive_row(r));
+                masked_softmax_rows(
+                    scores, L, S, [&](std::size_t i) { return ignore_row(bh * L + i); },
+                    [&](std::size_t i) { return additive_row(bh * L + i); });
             }
         });
     }
@@ -236,14 +273,15 @@ public:
         const HeadLayout& vl = v.layout;
         const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
         const T *P = weights.value().data(), *pv = v.source.value().data(), *dO = this->grad_buffer().data();
-        T* dP = need_p ? weights.node()->grad_buffer().data() : nullptr;
+        // every (b, h) writes its whole slice of dP: beta 0 overwrites on first touch in a pass
+        const auto [dP, beta_p] = need_p ? weights.node()->grad_target() : typename TensorNode<T, 3>::GradTarget{};
         T* gv = need_v ? v.source.node()->grad_buffer().data() : nullptr;
         parallel_for(vl.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
                 const std::size_t b = bh / H, h = bh % H, w = bh * L * S;
-                if (dP)  // dP_bh (L,S) += dO_bh (L,D) · V_bhᵀ (D,S)
+                if (dP)  // dP_bh (L,S) = dO_bh (L,D) · V_bhᵀ (D,S) + beta · dP_bh
                     blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride,
-                               pv + vl.at(b, h), vl.seq_stride, T(1), dP + w, S);
+                               pv + vl.at(b, h), vl.seq_stride, beta_p, dP + w, S);
                 if (gv)  // dV_bh (S,D) += P_bhᵀ (S,L) · dO_bh (L,D)
                     blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), P + w, S, dO + out.at(b, h),
                                out.seq_stride, T(1), gv + vl.at(b, h), vl.seq_stride);

@@ -49,18 +49,19 @@ public:
         const T* gy = this->grad_buffer().data();
         const T* pa = a.value().data();
         const T* pb = b.value().data();
+        // each product writes its whole slice of the gradient: beta 0 overwrites on first touch
         if (a.requires_grad()) {
-            T* ga = a.node()->grad_buffer().data();
-            // dA_i (M,K) += dY_i (M,N) · B_iᵀ (N,K)
+            const auto [ga, beta] = a.node()->grad_target();
+            // dA_i (M,K) = dY_i (M,N) · B_iᵀ (N,K) + beta · dA_i
             for (std::size_t i = 0; i < batches; ++i)
-                blas::gemm(blas::Op::none, blas::Op::trans, m, k, n, T(1), gy + i * m * n, pb + i * k * n, T(1),
+                blas::gemm(blas::Op::none, blas::Op::trans, m, k, n, T(1), gy + i * m * n, pb + i * k * n, beta,
                            ga + i * m * k);
         }
         if (b.requires_grad()) {
-            T* gb = b.node()->grad_buffer().data();
-            // dB_i (K,N) += A_iᵀ (K,M) · dY_i (M,N)   (folded: sums over all rows of a in this one GEMM)
+            const auto [gb, beta] = b.node()->grad_target();
+            // dB_i (K,N) = A_iᵀ (K,M) · dY_i (M,N) + beta · dB_i   (folded: sums over all rows of a)
             for (std::size_t i = 0; i < batches; ++i)
-                blas::gemm(blas::Op::trans, blas::Op::none, k, n, m, T(1), pa + i * m * k, gy + i * m * n, T(1),
+                blas::gemm(blas::Op::trans, blas::Op::none, k, n, m, T(1), pa + i * m * k, gy + i * m * n, beta,
                            gb + i * k * n);
         }
     }
@@ -126,15 +127,19 @@ public:
     }
 
     void backward() override {
+        // each writes its whole gradient: beta 0 overwrites on first touch in a pass, 1 accumulates
         const T* gy = this->grad_buffer().data();
-        if (x.requires_grad())  // dX (rows,in) += dY (rows,out) · W (out,in)
-            blas::gemm(blas::Op::none, blas::Op::none, rows, in, out, T(1), gy, weight.value().data(), T(1),
-                       x.node()->grad_buffer().data());
-        if (weight.requires_grad())  // dW (out,in) += dYᵀ (out,rows) · X (rows,in)
-            blas::gemm(blas::Op::trans, blas::Op::none, out, in, rows, T(1), gy, x.value().data(), T(1),
-                       weight.node()->grad_buffer().data());
-        if (bias && bias.requires_grad()) {  // db (out) += Σ_rows dY (rows,out)
-            T* gb = bias.node()->grad_buffer().data();
+        if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
+            const auto [gx, beta] = x.node()->grad_target();
+            blas::gemm(blas::Op::none, blas::Op::none, rows, in, out, T(1), gy, weight.value().data(), beta, gx);
+        }
+        if (weight.requires_grad()) {  // dW (out,in) = dYᵀ (out,rows) · X (rows,in) + beta · dW
+            const auto [gw, beta] = weight.node()->grad_target();
+            blas::gemm(blas::Op::trans, blas::Op::none, out, in, rows, T(1), gy, x.value().data(), beta, gw);
+        }
+        if (bias && bias.requires_grad()) {  // db (out) = Σ_rows dY (rows,out) + beta · db
+            const auto [gb, beta] = bias.node()->grad_target();
+            if (beta == T(0)) std::fill(gb, gb + out, T(0));
             for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t o = 0; o < out; ++o) gb[o] += gy[r * out + o];
         }
