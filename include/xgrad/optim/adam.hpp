@@ -5,6 +5,8 @@
 //   m = β1·m + (1−β1)·g;   v = β2·v + (1−β2)·g²;   step += 1
 //   v̂ = amsgrad ? (v_max = max(v_max, v)) : v
 //   p −= lr / (1 − β1^step) · m / (sqrt(v̂) / sqrt(1 − β2^step) + eps)      (eps outside the sqrt)
+// The division by sqrt(1 − β2^step) is a multiplication by its reciprocal: within an ulp of
+// torch's division, and one division less per element (the update is bound by sqrt and division).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -82,10 +84,10 @@ public:
             AdamState<T>& s = state_for(p);
             ++s.step;
             const double bc1 = 1 - std::pow(b1, double(s.step)), bc2 = 1 - std::pow(b2, double(s.step));
-            const T neg_step_size = T(-(o.lr / bc1)), bc2_sqrt = T(std::sqrt(bc2)), eps = T(o.eps);
+            const T neg_step_size = T(-(o.lr / bc1)), inv_bc2_sqrt = T(1 / std::sqrt(bc2)), eps = T(o.eps);
             const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
             const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
-            const Scalars sc{neg_step_size, bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
+            const Scalars sc{neg_step_size, inv_bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
             T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
             // One loop per variant, without branches inside, so the compiler vectorizes it; large
             // parameters split over xgrad's threads (elementwise: the result does not depend on them).
@@ -129,7 +131,7 @@ private:
     State state_;
 
     struct Scalars {
-        T neg_step_size, bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay;
+        T neg_step_size, inv_bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay;
     };
     // The update of one parameter; every pointer is its (size,) flat view.
     template <bool Maximize, bool L2, bool Ams>
@@ -146,7 +148,7 @@ private:
                 if (!(vmax[i] >= v[i])) vmax[i] = v[i];  // torch.maximum: NaN propagates
                 second = vmax[i];
             }
-            const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
+            const T denom = std::sqrt(second) * c.inv_bc2_sqrt + c.eps;
             w[i] = w[i] + c.neg_step_size * m[i] / denom;
         }
     }
