@@ -205,10 +205,11 @@ std::size_t block_rows(std::size_t k) {
     return std::max<std::size_t>(24, (std::size_t(256) << 10) / (k * sizeof(T)) / 24 * 24);
 }
 
-// Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, where it was
-// measured faster than Debian's OpenBLAS 0.3.21 (which runs its AVX2 kernels on that CPU) on every
-// shape of the reference workloads, from (7,13,29) to (1536,512,1024), float32 and float64
-// (docs/performance.md); and k at most 2048: at k = 8192 it was no faster.
+// Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, and k at most
+// 2048 (at k = 8192 it was no faster). Measured with bench/gemm_compare (docs/performance.md):
+// 0.3-0.85x Debian OpenBLAS 0.3.21's time where OpenBLAS runs its AVX2 kernels (a Zen 5-class
+// EPYC); 0.8-1.0x on mid-size and large products but 1.2-1.3x on tiny's 100-wide ones where it
+// runs its AVX-512 kernels (a Zen 4-class EPYC).
 inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's. The tiles need X's
