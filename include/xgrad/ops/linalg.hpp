@@ -1,5 +1,6 @@
 // Linear algebra: matmul (2-D, batched, folded) and linear (PyTorch's F.linear), all through GEMM.
-// Backward accumulates straight into the input gradients with beta = 1; transposes are BLAS flags.
+// Backward writes the input gradients through GEMM's beta (grad_target: 0 on a gradient's first
+// write in a pass, 1 after); transposes are BLAS flags.
 #pragma once
 #include <algorithm>
 #include <array>
