@@ -53,4 +53,8 @@ for name in $configs; do
         "$(field peak_rss_mb "$last_t")"
 done
 echo
-echo "dtype $dtype, $threads thread(s), $rounds alternating rounds, $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p')"
+# The CPU model name alone does not tell the machines apart: its AVX-512 extensions and the kernels
+# OpenBLAS chose for it (docs/performance.md: machines A and B) do.
+avx512=$(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//')
+echo "dtype $dtype, $threads thread(s), $rounds alternating rounds, $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p')," \
+    "OpenBLAS kernels $(field blas_core "$last_x"), AVX-512: ${avx512:-none}"

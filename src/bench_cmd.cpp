@@ -1,6 +1,7 @@
 // `xgrad bench`: times the reference workload (bench/mha_workload.hpp, the same step as the
 // libtorch peer) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
-// rate on the workload's largest GEMM, peak RSS and heap allocations of a steady step.
+// rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
+// steady step.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -81,7 +82,9 @@ int run(const BenchOptions& o) {
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
         {"allocs_per_step", heap_allocations_counted() ? nlohmann::json(allocs_per_step) : nlohmann::json()},
-        {"last_loss", loss}};
+        {"last_loss", loss},
+        // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
+        {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
     return 0;
 }
