@@ -1,6 +1,6 @@
 // SIMD helpers over xsimd batches for what xsimd 8.1 lacks or does slowly: partial vectors (the
-// last `count` elements of a row), the horizontal max and sum. AVX-512 has masked loads and stores for them; other
-// instruction sets go through a small buffer.
+// last `count` elements of a row), the horizontal max and sum. AVX-512 has masked loads and
+// stores for them; other instruction sets go through a small buffer.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -24,14 +24,18 @@ inline constexpr bool is_avx512 =
     false;
 #endif
 
+#if defined(__AVX512F__)
+// The mask of the first `count` (≤ 16) lanes.
+inline __mmask16 first_lanes(std::size_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
+#endif
+
 // The `count` (≤ lanes) elements at p, `fill` in the lanes after them; nothing past them is read.
 template <class T>
-[[gnu::always_inline]] inline Vec<T> load_part(const T* p, std::size_t count, T fill) {
+[[gnu::always_inline]] inline Vec<T> load_part(const T* p, std::size_t count, T fill = T(0)) {
 #if defined(__AVX512F__)
     if constexpr (is_avx512<T>) {
-        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
-        if constexpr (std::is_same_v<T, float>) return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), mask, p);
-        else return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(mask), p);
+        if constexpr (std::is_same_v<T, float>) return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first_lanes(count), p);
+        else return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>(first_lanes(count)), p);
     }
 #endif
     if (count == lanes<T>) return Vec<T>::load_unaligned(p);
@@ -41,27 +45,13 @@ template <class T>
     return Vec<T>::load_aligned(buffer.data());
 }
 
-// The same with zeros after them.
-template <class T>
-[[gnu::always_inline]] inline Vec<T> load_part(const T* p, std::size_t count) {
-#if defined(__AVX512F__)
-    if constexpr (is_avx512<T>) {
-        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
-        if constexpr (std::is_same_v<T, float>) return _mm512_maskz_loadu_ps(mask, p);
-        else return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
-    }
-#endif
-    return load_part(p, count, T(0));
-}
-
 // Stores the first `count` (≤ lanes) elements of v at p, writing nothing past them.
 template <class T>
 [[gnu::always_inline]] inline void store_part(T* p, Vec<T> v, std::size_t count) {
 #if defined(__AVX512F__)
     if constexpr (is_avx512<T>) {
-        const auto mask = static_cast<__mmask16>((1u << count) - 1u);
-        if constexpr (std::is_same_v<T, float>) return _mm512_mask_storeu_ps(p, mask, v);
-        else return _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+        if constexpr (std::is_same_v<T, float>) return _mm512_mask_storeu_ps(p, first_lanes(count), v);
+        else return _mm512_mask_storeu_pd(p, static_cast<__mmask8>(first_lanes(count)), v);
     }
 #endif
     if (count == lanes<T>) return v.store_unaligned(p);

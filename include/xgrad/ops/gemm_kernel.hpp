@@ -42,7 +42,7 @@ template <class T>
 // interleaved, then pairs of pairs, then 128-bit lanes gathered in two rounds.
 inline void transpose_block(const float* x, std::size_t ldx, std::size_t rows, std::size_t cols, float* out,
                             std::size_t ld) {
-    const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
+    const auto mask = simd::first_lanes(cols);
     __m512 r[16], t[16];
     for (std::size_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(mask, x + i * ldx) : _mm512_setzero_ps();
     for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -67,7 +67,7 @@ inline void transpose_block(const float* x, std::size_t ldx, std::size_t rows, s
 }
 inline void transpose_block(const double* x, std::size_t ldx, std::size_t rows, std::size_t cols, double* out,
                             std::size_t ld) {
-    const auto mask = static_cast<__mmask8>((1u << cols) - 1u);
+    const auto mask = static_cast<__mmask8>(simd::first_lanes(cols));
     __m512d r[8], t[8];
     for (std::size_t i = 0; i < 8; ++i) r[i] = i < rows ? _mm512_maskz_loadu_pd(mask, x + i * ldx) : _mm512_setzero_pd();
     for (int i = 0; i < 8; i += 2) t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
