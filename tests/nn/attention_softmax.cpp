@@ -1,5 +1,5 @@
 // The SIMD helpers (core/simd.hpp) and attention's masked softmax over score rows
-// (nn/attention_core.hpp) against scalar references, for every row length from 1 to 3 vectors
+// (nn/attention_softmax.hpp) against scalar references, for every row length from 1 to 3 vectors
 // and 1 more, so that whole vectors, partial ones and both together are covered.
 #include <doctest/doctest.h>
 
@@ -76,20 +76,29 @@ TEST_CASE_TEMPLATE("attention's masked softmax rows match a scalar reference for
         }
         additive[5 * n] = -std::numeric_limits<T>::infinity();  // row 5: an additive -inf
         const auto expected = reference(scores, ignore, additive, n);
+        // the rows in place inside wider ones (ld = n + 3, as a head's live keys among all keys):
+        // the 3 elements between them must stay untouched
+        const std::size_t ld = n + 3;
+        const T sentinel = T(-7.25);
+        std::vector<T> wide(rows * ld, sentinel);
+        for (std::size_t r = 0; r < rows; ++r) std::copy_n(scores.begin() + r * n, n, wide.begin() + r * ld);
         nn::detail::masked_softmax_rows(
-            scores.data(), rows, n, [&](std::size_t r) { return ignore.data() + r * n; },
+            wide.data(), rows, n, ld, [&](std::size_t r) { return ignore.data() + r * n; },
             [&](std::size_t r) { return additive.data() + r * n; });
         const double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-14;
         for (std::size_t i = 0; i < scores.size(); ++i) {
             INFO("row ", i / n, " key ", i % n);
-            if (std::isnan(expected[i])) CHECK(std::isnan(scores[i]));
-            else CHECK(std::fabs(double(scores[i]) - expected[i]) <= tolerance);
+            const T got = wide[i / n * ld + i % n];
+            if (std::isnan(expected[i])) CHECK(std::isnan(got));
+            else CHECK(std::fabs(double(got) - expected[i]) <= tolerance);
         }
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t j = n; j < ld; ++j) CHECK(wide[r * ld + j] == sentinel);
         // no masks at all: plain softmax, each row sums to 1
         std::vector<T> plain(rows * n);
         for (auto& v : plain) v = T(normal(rng));
         nn::detail::masked_softmax_rows(
-            plain.data(), rows, n, [](std::size_t) { return static_cast<const T*>(nullptr); },
+            plain.data(), rows, n, n, [](std::size_t) { return static_cast<const T*>(nullptr); },
             [](std::size_t) { return static_cast<const T*>(nullptr); });
         for (std::size_t r = 0; r < rows; ++r) {
             double sum = 0;

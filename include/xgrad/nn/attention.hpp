@@ -255,12 +255,14 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
                           " while training needs dropout_generator (or eval())");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
     // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
-    Var<T, 3> weights = named(detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks), "weights");
+    const Var<T, 3> probabilities =
+        named(detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks), "weights");
+    Var<T, 3> weights = probabilities;
     if (p > 0) weights = named(dropout(weights, p, true, *dropout_generator), "weights.dropout");
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
-    const Var<T, 3> context = detail::attention_context(
-        weights, v, detail::HeadLayout::of(out_shape, batch_first, H, D, 0), out_shape);
+    const Var<T, 3> context = detail::attention_context(weights, v, detail::HeadLayout::of(out_shape, batch_first, H, D, 0),
+                                                        out_shape, detail::live_keys_of(probabilities));
     named(context, "context");
     const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already
 

@@ -7,6 +7,12 @@
 //
 // Every (b, h) is one strided BLAS GEMM per product; mask and softmax are one pass over the
 // scores forward and one backward (dS = P ⊙ (dP − Σ_j dP ⊙ P)).
+//
+// Keys that every query of a head ignores (padding: a key_padding_mask, valid_lens) are skipped:
+// their weights are exactly 0 and written as such, their scores are not computed, and their keys
+// and values are not read, nor their rows of dK and dV written (they are 0). Only dP, the
+// weights' own gradient, keeps every column. So a NaN or inf in a padded key or value does not
+// reach the output, where PyTorch's would make it NaN.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -14,12 +20,13 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
-#include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
 #include "xgrad/nn/attention_mask.hpp"
+#include "xgrad/nn/attention_softmax.hpp"
 #include "xgrad/ops/blas.hpp"
 
 namespace xgrad::nn::detail {
@@ -53,95 +60,6 @@ struct HeadOperand {
     HeadLayout layout;
 };
 
-// The masks applied to one score row in place: + additive, -inf where ignored.
-template <Real T>
-void apply_masks_row(T* row, std::size_t n, const T* ignore, const T* additive) {
-    if (additive)
-        for (std::size_t j = 0; j < n; ++j) row[j] += additive[j];
-    if (ignore)
-        for (std::size_t j = 0; j < n; ++j) row[j] = ignore[j] != T(0) ? -std::numeric_limits<T>::infinity() : row[j];
-}
-
-// f(j, count, v) on the row's vectors at 0, W, 2W, ...: v holds its `count` elements, `fill` after.
-template <Real T, class F>
-[[gnu::always_inline]] inline void for_each_vector(const T* row, std::size_t n, T fill, F f) {
-    constexpr std::size_t W = simd::lanes<T>;
-    std::size_t j = 0;
-    for (; j + W <= n; j += W) f(j, W, simd::Vec<T>::load_unaligned(row + j));
-    if (j < n) f(j, n - j, simd::load_part(row + j, n - j, fill));
-}
-
-// Softmax of `count` score rows of n in place (rows n apart), with the masks ignore(r) and
-// additive(r) of row r applied: ignored keys get weight 0, a fully masked row (every key ignored
-// or -inf) gives all zeros; a NaN score makes the row NaN. SIMD W lanes at a time, the last
-// partial vector included. The masks are applied in registers, twice, rather than stored and
-// reloaded, and a row of one vector is stored once; phase by phase over groups of rows, so that
-// the dependency chains of short rows (max, then exp and sum, then scale) overlap.
-template <Real T, class Ignore, class Additive>
-void masked_softmax_rows(T* rows, std::size_t count, std::size_t n, Ignore ignore, Additive additive) {
-    using batch = simd::Vec<T>;
-    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    // the scores at row[j, j + part) with masks applied, -inf after them
-    const auto masked = [](batch v, const T* ignore_row, const T* additive_row, std::size_t j, std::size_t part) {
-        const auto load = [&](const T* p) { return part == simd::lanes<T> ? batch::load_unaligned(p) : simd::load_part(p, part); };
-        if (additive_row) v += load(additive_row + j);
-        if (ignore_row) v = xsimd::select(load(ignore_row + j) != batch(T(0)), batch(neg_inf), v);
-        return v;
-    };
-    constexpr std::size_t group = 8;
-    std::array<T, group> max, inv_sum;
-    const bool single = n <= simd::lanes<T>;
-    std::array<batch, group> single_e;
-    for (std::size_t first = 0; first < count; first += group) {
-        const std::size_t size = std::min(group, count - first);
-        for (std::size_t g = 0; g < size; ++g) {
-            const T *ignore_row = ignore(first + g), *additive_row = additive(first + g);
-            batch lanes_max(neg_inf);
-            for_each_vector(rows + (first + g) * n, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
-                lanes_max = xsimd::max(lanes_max, masked(v, ignore_row, additive_row, j, part));
-            });
-            max[g] = simd::reduce_max(lanes_max);
-        }
-        // e_j = exp(s_j - max), 0 in the padding lanes (a NaN score gives a NaN sum: the row is NaN)
-        for (std::size_t g = 0; g < size; ++g) {
-            T* row = rows + (first + g) * n;
-            const T *ignore_row = ignore(first + g), *additive_row = additive(first + g);
-            if (max[g] == neg_inf) {  // fully masked, unless a NaN hides there
-                apply_masks_row(row, n, ignore_row, additive_row);
-                const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
-                std::fill(row, row + n, has_nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
-                continue;
-            }
-            batch lanes_sum(T(0));
-            const batch vmax(max[g]);
-            for_each_vector(row, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
-                const batch e = xsimd::exp(masked(v, ignore_row, additive_row, j, part) - vmax);
-                if (single) single_e[g] = e;  // a row of one vector stays in registers
-                else simd::store_part(row + j, e, part);
-                lanes_sum += e;
-            });
-            inv_sum[g] = T(1) / simd::reduce_add(lanes_sum);
-        }
-        for (std::size_t g = 0; g < size; ++g) {
-            if (max[g] == neg_inf) continue;  // done above
-            T* row = rows + (first + g) * n;
-            const batch inv(inv_sum[g]);
-            if (single) simd::store_part(row, single_e[g] * inv, n);
-            else for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) { simd::store_part(row + j, v * inv, part); });
-        }
-    }
-}
-
-// Σ_j a_j · b_j, W lanes at a time.
-template <Real T>
-T dot(const T* a, const T* b, std::size_t n) {
-    simd::Vec<T> acc(T(0));
-    for_each_vector(a, n, T(0), [&](std::size_t j, std::size_t count, simd::Vec<T> va) {
-        acc = xsimd::fma(va, simd::load_part(b + j, count), acc);
-    });
-    return simd::reduce_add(acc);
-}
-
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
 template <Real T>
 class AttentionWeightsNode final : public TensorNode<T, 3> {
@@ -149,32 +67,37 @@ public:
     HeadOperand<T> q, k;
     T scale = 1;
     ScoreMasks<T> masks;
-    xt::xtensor<T, 3> dscores;  // backward's scratch, kept across steps
+    std::vector<KeyRange> live;  // per (b, h): the keys some query keeps (masks.live_keys)
+    xt::xtensor<T, 3> dscores;   // backward's scratch, kept across steps
 
     const char* op_name() const override { return "attention_weights"; }
     void release_inputs() override { q.source = {}, k.source = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, q.source, k.source); }
 
-    // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S), the scores of head h of sequence b, into `out`
-    void scaled_scores(std::size_t b, std::size_t h, T* out) const {
+    // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S), the scores of head h of sequence b, into `out`,
+    // columns `keys` only
+    void scaled_scores(std::size_t b, std::size_t h, KeyRange keys, T* out) const {
         const HeadLayout &ql = q.layout, &kl = k.layout;
-        blas::gemm(blas::Op::none, blas::Op::trans, ql.len, kl.len, ql.head_dim, scale,
-                   q.source.value().data() + ql.at(b, h), ql.seq_stride, k.source.value().data() + kl.at(b, h),
-                   kl.seq_stride, T(0), out, kl.len);
+        blas::gemm(blas::Op::none, blas::Op::trans, ql.len, keys.size(), ql.head_dim, scale,
+                   q.source.value().data() + ql.at(b, h), ql.seq_stride,
+                   k.source.value().data() + kl.at(b, h) + keys.begin * kl.seq_stride, kl.seq_stride, T(0),
+                   out + keys.begin, kl.len);
     }
     const T* ignore_row(std::size_t r) const { return masks.ignore.row(r); }
     const T* additive_row(std::size_t r) const { return masks.additive.row(r); }
     // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P): the softmax's backward,
-    // from this node's value P and gradient dP (times the scale: the gradient of Q·Kᵀ)
-    void softmax_backward(T* out, T factor, std::size_t first, std::size_t last) const {
-        const std::size_t S = k.layout.len;
+    // from this node's value P and gradient dP (times the scale: the gradient of Q·Kᵀ), columns
+    // `keys` only (P is 0 outside them)
+    void softmax_backward(T* out, T factor, std::size_t first, std::size_t last, KeyRange keys) const {
+        const std::size_t S = k.layout.len, n = keys.size();
         const T *P = this->value.data(), *dP = this->grad_storage()->data();
         using batch = simd::Vec<T>;
         for (std::size_t r = first; r < last; ++r) {
-            const T *p = P + r * S, *dp = dP + r * S;
-            const batch dp_dot_p(dot(dp, p, S)), vfactor(factor);
-            for_each_vector(p, S, T(0), [&](std::size_t j, std::size_t count, batch vp) {
-                simd::store_part(out + r * S + j, vp * (simd::load_part(dp + j, count) - dp_dot_p) * vfactor, count);
+            const std::size_t row = r * S + keys.begin;
+            const T *p = P + row, *dp = dP + row;
+            const batch dp_dot_p(dot(dp, p, n)), vfactor(factor);
+            for_each_vector(p, n, T(0), [&](std::size_t j, std::size_t count, batch vp) {
+                simd::store_part(out + row + j, vp * (simd::load_part(dp + j, count) - dp_dot_p) * vfactor, count);
             });
         }
     }
@@ -184,13 +107,21 @@ public:
 
     void forward() {
         const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
+        live.resize(q.layout.batch * H);
+        for (std::size_t bh = 0; bh < live.size(); ++bh) live[bh] = masks.live_keys(bh * L, L);
         parallel_for(q.layout.batch * H, flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
-                T* scores = this->value.data() + bh * L * S;
-                scaled_scores(bh / H, bh % H, scores);
+                T* P = this->value.data() + bh * L * S;
+                const KeyRange keys = live[bh];
+                const auto from_first_key = [&](const T* mask_row) { return mask_row ? mask_row + keys.begin : nullptr; };
+                scaled_scores(bh / H, bh % H, keys, P);
                 masked_softmax_rows(
-                    scores, L, S, [&](std::size_t i) { return ignore_row(bh * L + i); },
-                    [&](std::size_t i) { return additive_row(bh * L + i); });
+                    P + keys.begin, L, keys.size(), S, [&](std::size_t i) { return from_first_key(ignore_row(bh * L + i)); },
+                    [&](std::size_t i) { return from_first_key(additive_row(bh * L + i)); });
+                for (std::size_t i = 0; i < L; ++i) {  // the keys the head ignores
+                    std::fill(P + i * S, P + i * S + keys.begin, T(0));
+                    std::fill(P + i * S + keys.end, P + (i + 1) * S, T(0));
+                }
             }
         });
     }
@@ -202,12 +133,12 @@ public:
         const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
         xt::xtensor<T, 3> scores(this->value.shape()), grad;
         for (std::size_t b = 0; b < q.layout.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h) scaled_scores(b, h, scores.data() + (b * H + h) * L * S);
+            for (std::size_t h = 0; h < H; ++h) scaled_scores(b, h, {0, S}, scores.data() + (b * H + h) * L * S);
         for (std::size_t r = 0; r < scores.size() / S; ++r)
             apply_masks_row(scores.data() + r * S, S, ignore_row(r), additive_row(r));
         if (this->has_grad()) {
             grad.resize(this->value.shape());
-            softmax_backward(grad.data(), T(1), 0, this->value.size() / S);
+            softmax_backward(grad.data(), T(1), 0, this->value.size() / S, {0, S});
         }
         const ArrayView no_grad{this->view_of(scores).shape};
         f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
@@ -227,15 +158,17 @@ public:
         parallel_for(ql.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
                 const std::size_t b = bh / H, h = bh % H;
-                // dS_bh (L,S) = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
-                softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L);
-                const T* ds = dscores.data() + bh * L * S;
-                if (gq)  // dQ_bh (L,D) += dS_bh (L,S) · K_bh (S,D)
-                    blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), ds, S, pk + kl.at(b, h), kl.seq_stride,
+                const KeyRange keys = live[bh];  // S' = its size: dS is 0 outside it
+                const std::size_t key0 = kl.at(b, h) + keys.begin * kl.seq_stride;
+                // dS_bh (L,S') = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
+                softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L, keys);
+                const T* ds = dscores.data() + bh * L * S + keys.begin;
+                if (gq)  // dQ_bh (L,D) += dS_bh (L,S') · K_bh (S',D)
+                    blas::gemm(blas::Op::none, blas::Op::none, L, D, keys.size(), T(1), ds, S, pk + key0, kl.seq_stride,
                                T(1), gq + ql.at(b, h), ql.seq_stride);
-                if (gk)  // dK_bh (S,D) += dS_bhᵀ (S,L) · Q_bh (L,D)
-                    blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), ds, S, pq + ql.at(b, h), ql.seq_stride,
-                               T(1), gk + kl.at(b, h), kl.seq_stride);
+                if (gk)  // dK_bh (S',D) += dS_bhᵀ (S',L) · Q_bh (L,D)
+                    blas::gemm(blas::Op::trans, blas::Op::none, keys.size(), D, L, T(1), ds, S, pq + ql.at(b, h),
+                               ql.seq_stride, T(1), gk + key0, kl.seq_stride);
             }
         });
     }
@@ -248,6 +181,7 @@ public:
     Var<T, 3> weights;  // P (B·H, L, S)
     HeadOperand<T> v;
     HeadLayout out;
+    std::vector<KeyRange> live;  // per (b, h): the keys outside which P is 0 (AttentionWeightsNode)
 
     const char* op_name() const override { return "attention_context"; }
     void release_inputs() override { weights = {}, v.source = {}; }
@@ -261,9 +195,11 @@ public:
         const T *P = weights.value().data(), *pv = v.source.value().data();
         parallel_for(vl.batch * H, flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
-                const std::size_t b = bh / H, h = bh % H;  // O_bh (L,D) = P_bh (L,S) · V_bh (S,D)
-                blas::gemm(blas::Op::none, blas::Op::none, L, D, S, T(1), P + bh * L * S, S, pv + vl.at(b, h),
-                           vl.seq_stride, T(0), this->value.data() + out.at(b, h), out.seq_stride);
+                const std::size_t b = bh / H, h = bh % H;  // O_bh (L,D) = P_bh (L,S') · V_bh (S',D)
+                const KeyRange keys = live[bh];
+                blas::gemm(blas::Op::none, blas::Op::none, L, D, keys.size(), T(1), P + bh * L * S + keys.begin, S,
+                           pv + vl.at(b, h) + keys.begin * vl.seq_stride, vl.seq_stride, T(0),
+                           this->value.data() + out.at(b, h), out.seq_stride);
             }
         });
     }
@@ -282,9 +218,11 @@ public:
                 if (dP)  // dP_bh (L,S) = dO_bh (L,D) · V_bhᵀ (D,S) + beta · dP_bh
                     blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride,
                                pv + vl.at(b, h), vl.seq_stride, beta_p, dP + w, S);
-                if (gv)  // dV_bh (S,D) += P_bhᵀ (S,L) · dO_bh (L,D)
-                    blas::gemm(blas::Op::trans, blas::Op::none, S, D, L, T(1), P + w, S, dO + out.at(b, h),
-                               out.seq_stride, T(1), gv + vl.at(b, h), vl.seq_stride);
+                const KeyRange keys = live[bh];
+                if (gv)  // dV_bh (S',D) += P_bhᵀ (S',L) · dO_bh (L,D), 0 outside the keys
+                    blas::gemm(blas::Op::trans, blas::Op::none, keys.size(), D, L, T(1), P + w + keys.begin, S,
+                               dO + out.at(b, h), out.seq_stride, T(1), gv + vl.at(b, h) + keys.begin * vl.seq_stride,
+                               vl.seq_stride);
             }
         });
     }
@@ -311,12 +249,20 @@ Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T 
     return Var<T, 3>(node);
 }
 
-// O in the layout `out` (E = H·D contiguous columns) from weights P (B·H, L, S) and value heads v.
+// The keys each head of P does not wholly ignore; P is a result of attention_weights.
+template <Real T>
+const std::vector<KeyRange>& live_keys_of(const Var<T, 3>& weights) {
+    return static_cast<const AttentionWeightsNode<T>&>(*weights.node()).live;
+}
+
+// O in the layout `out` (E = H·D contiguous columns) from weights P (B·H, L, S) and value heads v;
+// P is 0 outside the keys `live` of each head (live_keys_of the weights, which dropout keeps).
 template <Real T>
 Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, const HeadLayout& out,
-                            const std::array<std::size_t, 3>& out_shape) {
+                            const std::array<std::size_t, 3>& out_shape, const std::vector<KeyRange>& live) {
     auto node = make_node<AttentionContextNode<T>>(any_requires_grad(weights, v.source));
     node->weights = weights, node->v = v, node->out = out;
+    node->live.assign(live.begin(), live.end());
     if (node->value.shape() != out_shape) node->value.resize(out_shape);
     node->forward();
     if (!node->requires_grad) node->release_inputs();

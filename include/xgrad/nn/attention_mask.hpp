@@ -43,6 +43,12 @@ struct MaskRows {
     const T* row(std::size_t score_row) const { return used ? stored.data() + (score_row / group) * width : nullptr; }
 };
 
+// Keys [begin, end) of a head's score rows; outside it every row of the head ignores every key.
+struct KeyRange {
+    std::size_t begin = 0, end = 0;
+    std::size_t size() const { return end - begin; }
+};
+
 // The masks of one MHA call, merged as torch does (bool -> ignore, float -> added; bias_k and
 // add_zero_attn columns, j >= S, are never masked). The buffers are kept by the attention node
 // across steps; reset() starts a call without freeing them.
@@ -73,6 +79,34 @@ struct ScoreMasks {
             m.group = group;
         }
         return m.stored.data();
+    }
+    // The keys some row of score rows [first, first + count) does not ignore: from the first key
+    // one of them keeps to the last (empty when they ignore every key). Each distinct stored row is
+    // scanned once, from its ends inward, and the scan stops when the range is whole (a causal mask:
+    // the last row keeps every key).
+    KeyRange live_keys(std::size_t first, std::size_t count) const {
+        const std::size_t S = shape[2];
+        if (!ignore.used) return {0, S};
+        std::size_t begin = S, end = 0;
+        const T* previous = nullptr;
+        for (std::size_t r = first + count; r-- > first && end < S;) {
+            const T* row = ignore.row(r);
+            if (row == previous) continue;  // a row stored once for several score rows
+            previous = row;
+            std::size_t j = S;
+            while (j > end && row[j - 1] != T(0)) --j;
+            end = std::max(end, j);
+        }
+        previous = nullptr;
+        for (std::size_t r = first; r < first + count && begin > 0; ++r) {
+            const T* row = ignore.row(r);
+            if (row == previous) continue;
+            previous = row;
+            std::size_t j = 0;
+            while (j < begin && row[j] != T(0)) ++j;
+            begin = std::min(begin, j);
+        }
+        return begin < end ? KeyRange{begin, end} : KeyRange{0, 0};
     }
     // scratch space, kept across calls
     std::vector<T>& row_scratch(std::size_t size) {
