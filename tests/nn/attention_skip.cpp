@@ -74,15 +74,25 @@ TEST_CASE("ScoreMasks::live_keys: from the first key some query keeps to the las
     auto live = live_of(rows, 0, L);
     CHECK(live.begin == 2);
     CHECK(live.end == 7);
+    CHECK(live.holes);
     rows[L + 1] = R{1, 0, 1, 1, 1, 1, 1, 1, 1}, rows[L + 3] = R{1, 1, 1, 1, 1, 1, 1, 1, 0};  // the union over rows
     live = live_of(rows, L, L);
     CHECK(live.begin == 1);
     CHECK(live.end == S);
+    CHECK(live.holes);
+    std::vector<std::vector<int>> padded_ends(L, R{1, 0, 0, 0, 0, 0, 0, 1, 1});  // a contiguous range
+    live = live_of(padded_ends, 0, L);
+    CHECK(live.begin == 1);
+    CHECK(live.end == 7);
+    CHECK_FALSE(live.holes);
+    padded_ends[L - 1][4] = 1;  // one key inside, ignored by the last row only
+    CHECK(live_of(padded_ends, 0, L).holes);
     std::vector<std::vector<int>> causal(L, none);  // query i keeps keys 0..i (+ 4: S > L)
     for (std::size_t i = 0; i < L; ++i) std::fill(causal[i].begin() + i + 5, causal[i].end(), 1);
     live = live_of(causal, 0, L);
     CHECK(live.begin == 0);
     CHECK(live.end == S);
+    CHECK(live.holes);
     std::vector<std::vector<int>> ignored(L, all);  // every key of every query: empty
     CHECK(live_of(ignored, 0, L).size() == 0);
     nn::detail::ScoreMasks<double> no_ignore;  // no ignore mask at all: every key
@@ -94,9 +104,11 @@ TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the re
     Generator g(3);
     Mha m({.embed_dim = E, .num_heads = H}, g);
     m.in_proj_bias.value() = randn<1>({3 * E}, 4);  // torch zeroes them; nonzero exercises more
-    // sequence 0: 2 keys padded in front, 3 at the end; 1: none; 2: every key (a fully masked head)
+    // sequence 0: 2 keys padded in front, 3 at the end; 1: key 4, inside (the mask applied within the
+    // range); 2: every key (a fully masked head)
     xt::xarray<bool> padding = xt::zeros<bool>({N, S});
     for (std::size_t j : {0, 1, 6, 7, 8}) padding(0, j) = true;
+    padding(1, 4) = true;
     for (std::size_t j = 0; j < S; ++j) padding(2, j) = true;
     xt::xarray<double> as_float = xt::where(padding, -inf, 0.0);
     nn::MhaForwardOptions<double> skipped, reference;
@@ -115,6 +127,8 @@ TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the re
     CHECK(a.weights(0, 0, 0, 1) == 0.0);
     CHECK(a.weights(0, 1, 4, 6) == 0.0);
     CHECK(a.weights(2, 1, 3, 4) == 0.0);
+    CHECK(a.weights(1, 0, 2, 4) == 0.0);
+    CHECK(a.weights(1, 0, 2, 5) > 0.0);
     CHECK(a.key_grad(3, 0, 0) != 0.0);
     CHECK(a.value_grad(2, 0, 1) != 0.0);
     CHECK(a.value_grad(8, 0, 1) == 0.0);

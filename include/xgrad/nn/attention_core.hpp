@@ -115,8 +115,9 @@ public:
                 const KeyRange keys = live[bh];
                 const auto from_first_key = [&](const T* mask_row) { return mask_row ? mask_row + keys.begin : nullptr; };
                 scaled_scores(bh / H, bh % H, keys, P);
-                masked_softmax_rows(
-                    P + keys.begin, L, keys.size(), S, [&](std::size_t i) { return from_first_key(ignore_row(bh * L + i)); },
+                masked_softmax_rows(  // the ignore mask only where it ignores a key inside the range
+                    P + keys.begin, L, keys.size(), S,
+                    [&](std::size_t i) { return keys.holes ? from_first_key(ignore_row(bh * L + i)) : nullptr; },
                     [&](std::size_t i) { return from_first_key(additive_row(bh * L + i)); });
                 for (std::size_t i = 0; i < L; ++i) {  // the keys the head ignores
                     std::fill(P + i * S, P + i * S + keys.begin, T(0));

@@ -44,8 +44,10 @@ struct MaskRows {
 };
 
 // Keys [begin, end) of a head's score rows; outside it every row of the head ignores every key.
+// holes: some row ignores a key inside it too (the softmax must still apply the ignore mask).
 struct KeyRange {
     std::size_t begin = 0, end = 0;
+    bool holes = false;
     std::size_t size() const { return end - begin; }
 };
 
@@ -81,9 +83,10 @@ struct ScoreMasks {
         return m.stored.data();
     }
     // The keys some row of score rows [first, first + count) does not ignore: from the first key
-    // one of them keeps to the last (empty when they ignore every key). Each distinct stored row is
-    // scanned once, from its ends inward, and the scan stops when the range is whole (a causal mask:
-    // the last row keeps every key).
+    // one of them keeps to the last (empty when they ignore every key), and whether a row ignores
+    // one inside. Each distinct stored row is scanned from its ends inward, the scans stopping when
+    // the range is whole (a causal mask: the last row keeps every key), then inside the range
+    // until an ignored key is found (a causal mask: at once; a key_padding_mask: one row per head).
     KeyRange live_keys(std::size_t first, std::size_t count) const {
         const std::size_t S = shape[2];
         if (!ignore.used) return {0, S};
@@ -106,7 +109,16 @@ struct ScoreMasks {
             while (j < begin && row[j] != T(0)) ++j;
             begin = std::min(begin, j);
         }
-        return begin < end ? KeyRange{begin, end} : KeyRange{0, 0};
+        if (begin >= end) return {0, 0};
+        bool holes = false;
+        previous = nullptr;
+        for (std::size_t r = first; r < first + count && !holes; ++r) {
+            const T* row = ignore.row(r);
+            if (row == previous) continue;
+            previous = row;
+            holes = std::any_of(row + begin, row + end, [](T v) { return v != T(0); });
+        }
+        return {begin, end, holes};
     }
     // scratch space, kept across calls
     std::vector<T>& row_scratch(std::size_t size) {
