@@ -134,13 +134,14 @@ TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the re
     CHECK(a.value_grad(8, 0, 1) == 0.0);
 
     // a NaN in a padded key's value: skipped, it reaches neither the output nor the gradients of the
-    // query and value (torch's would be NaN); in_proj_weight's gradient multiplies it by 0: NaN in both
+    // query, key and value (torch's would be NaN); in_proj_weight's gradient multiplies it by 0: NaN in both
     xt::xtensor<double, 3> poisoned = values;
     for (std::size_t e = 0; e < E; ++e) poisoned(7, 0, e) = std::numeric_limits<double>::quiet_NaN();
     poisoned(0, 2, 3) = inf;  // sequence 2 ignores every key
     const Run c = run(m, skipped, poisoned);
     check_same(c.output, a.output, "output with NaN and inf in padded values");
     check_same(c.query_grad, a.query_grad, "query grad with NaN and inf in padded values");
+    check_same(c.key_grad, a.key_grad, "key grad with NaN and inf in padded values");
     check_same(c.value_grad, a.value_grad, "value grad with NaN and inf in padded values");
 }
 
