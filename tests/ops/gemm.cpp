@@ -1,6 +1,7 @@
 // xgrad's GEMM kernel (ops/gemm_kernel.hpp) and blas::gemm's choice of it, against a plain
 // triple loop in long double: every transpose it serves, edge tiles, leading dimensions wider than
-// the rows, alpha and beta, and beta = 0 never reading C (NaN there must not leak).
+// the rows, alpha and beta, a bias added to every row, and beta = 0 never reading C (NaN there
+// must not leak).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ struct Problem {
     bool a_trans, b_trans;
     Shape s;
     std::size_t lda, ldb, ldc;  // each 3 wider than the stored row
-    std::vector<T> a, b, c;
+    std::vector<T> a, b, c, bias;  // bias: empty, or n values added to every row of C
 
     Problem(bool at, bool bt, Shape shape, T c_fill, std::mt19937& rng) : a_trans(at), b_trans(bt), s(shape) {
         std::normal_distribution<double> normal;
@@ -35,6 +36,7 @@ struct Problem {
         if (!std::isnan(c_fill))
             for (auto& v : c) v = T(normal(rng));
     }
+    const T* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
     long double op_a(std::size_t i, std::size_t p) const { return a_trans ? a[p * lda + i] : a[i * lda + p]; }
     long double op_b(std::size_t p, std::size_t j) const { return b_trans ? b[j * ldb + p] : b[p * ldb + j]; }
 };
@@ -51,7 +53,8 @@ std::pair<double, bool> error_of(Problem<T> pr, T alpha, T beta, Gemm gemm) {
         for (std::size_t j = 0; j < pr.s.n; ++j) {
             long double sum = 0;
             for (std::size_t p = 0; p < pr.s.k; ++p) sum += pr.op_a(i, p) * pr.op_b(p, j);
-            const long double expected = alpha * sum + (beta == T(0) ? 0.0L : beta * (long double)before[i * pr.ldc + j]);
+            const long double expected = alpha * sum + (beta == T(0) ? 0.0L : beta * (long double)before[i * pr.ldc + j]) +
+                                         (pr.bias.empty() ? 0.0L : pr.bias[j]);
             worst = std::max(worst, double(std::fabs(pr.c[i * pr.ldc + j] - expected)));
             scale = std::max(scale, double(std::fabs(expected)));
         }
@@ -74,19 +77,24 @@ void check_kernel(double tolerance) {
     const std::vector<std::pair<T, T>> scalars{{T(1), T(0)}, {T(0.5), T(1)}, {T(2), T(-0.5)}};
     for (const auto& s : shapes)
         for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
-            for (const auto& [alpha_value, beta_value] : scalars) {
-                const bool at = transposes.first, bt = transposes.second;
-                const T alpha = alpha_value, beta = beta_value;
-                INFO("m ", s.m, " n ", s.n, " k ", s.k, " a_trans ", at, " b_trans ", bt, " alpha ", alpha, " beta ", beta);
-                // beta = 0: C starts as NaN, which must not reach the result
-                const T c_fill = beta == T(0) ? std::numeric_limits<T>::quiet_NaN() : T(0);
-                Problem<T> pr(at, bt, s, c_fill, rng);
-                const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
-                    blas::kernel::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc);
-                });
-                CHECK(err < tolerance);
-                CHECK(padding_kept);
-            }
+            for (const auto& [alpha_value, beta_value] : scalars)
+                for (const bool with_bias : {false, true}) {
+                    const bool at = transposes.first, bt = transposes.second;
+                    const T alpha = alpha_value, beta = beta_value;
+                    INFO("m ", s.m, " n ", s.n, " k ", s.k, " a_trans ", at, " b_trans ", bt, " alpha ", alpha, " beta ",
+                         beta, " bias ", with_bias);
+                    // beta = 0: C starts as NaN, which must not reach the result
+                    const T c_fill = beta == T(0) ? std::numeric_limits<T>::quiet_NaN() : T(0);
+                    Problem<T> pr(at, bt, s, c_fill, rng);
+                    if (with_bias)
+                        for (std::size_t j = 0; j < s.n; ++j) pr.bias.push_back(T(0.25) * T(j % 7) - T(0.5));
+                    const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
+                        blas::kernel::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta,
+                                           p.c.data(), p.ldc, p.bias_or_null());
+                    });
+                    CHECK(err < tolerance);
+                    CHECK(padding_kept);
+                }
 }
 
 TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and float64)") {
@@ -100,17 +108,21 @@ TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBL
     CHECK_FALSE(blas::kernel::preferred(4096));
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
-        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}}) {
-            const bool at = transposes.first, bt = transposes.second;
-            INFO("m ", s.m, " a_trans ", at, " b_trans ", bt);
-            Problem<double> pr(at, bt, s, 0.0, rng);
-            const auto [err, padding_kept] = error_of(pr, 1.5, 1.0, [&](Problem<double>& p) {
-                blas::gemm(at ? blas::Op::trans : blas::Op::none, bt ? blas::Op::trans : blas::Op::none, s.m, s.n, s.k, 1.5,
-                           p.a.data(), p.lda, p.b.data(), p.ldb, 1.0, p.c.data(), p.ldc);
-            });
-            CHECK(err < 1e-13);
-            CHECK(padding_kept);
-        }
+        for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}, Shape{5, 6, 0}})
+            for (const double beta : {0.0, 1.0, -0.5})
+                for (const bool with_bias : {false, true}) {  // the kernel's bias, or OpenBLAS's C prepared (k 3000)
+                    const bool at = transposes.first, bt = transposes.second;
+                    INFO("m ", s.m, " k ", s.k, " a_trans ", at, " b_trans ", bt, " beta ", beta, " bias ", with_bias);
+                    Problem<double> pr(at, bt, s, beta == 0.0 ? std::numeric_limits<double>::quiet_NaN() : 0.0, rng);
+                    if (with_bias)
+                        for (std::size_t j = 0; j < s.n; ++j) pr.bias.push_back(0.5 * double(j % 5) - 1.0);
+                    const auto [err, padding_kept] = error_of(pr, 1.5, beta, [&](Problem<double>& p) {
+                        blas::gemm(at ? blas::Op::trans : blas::Op::none, bt ? blas::Op::trans : blas::Op::none, s.m, s.n, s.k,
+                                   1.5, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc, p.bias_or_null());
+                    });
+                    CHECK(err < 1e-13);
+                    CHECK(padding_kept);
+                }
 }
 
 }  // namespace test_ops_gemm

@@ -1,5 +1,6 @@
-// Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C. Transposes are flags on
-// the stored matrices, never materialized. In AVX-512 builds products with k ≤ 2048 run xgrad's
+// Row-major GEMM: C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C, plus an optional bias (n)
+// added to every row (Linear's, in the same pass as the product). Transposes are flags on the
+// stored matrices, never materialized. In AVX-512 builds products with k ≤ 2048 run xgrad's
 // own kernel (gemm_kernel.hpp: kernel::preferred), the others OpenBLAS. xgrad's threads split a large
 // GEMM into blocks (core/parallel.hpp).
 #pragma once
@@ -28,20 +29,31 @@ inline blasint dim(std::size_t d) {
 }
 inline CBLAS_TRANSPOSE flag(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
 
+// C's rows [0, rows) of n, ldc apart: C = beta · C + bias (bias may be null), C not read when beta is 0.
+template <class T>
+void scale_add_bias(T* c, std::size_t rows, std::size_t n, std::size_t ldc, T beta, const T* bias) {
+    for (std::size_t r = 0; r < rows; ++r) {
+        T* row = c + r * ldc;
+        if (beta == T(0)) {
+            if (bias) std::copy(bias, bias + n, row);
+            else std::fill(row, row + n, T(0));
+        } else {
+            for (std::size_t j = 0; j < n; ++j) row[j] = beta * row[j] + (bias ? bias[j] : T(0));
+        }
+    }
+}
+
 }  // namespace detail
 
 // The same on matrices inside larger arrays: row r of the stored A starts at a + r·lda (likewise
-// B and C), so a head's columns of a (tokens, 3E) projection are used in place.
+// B and C), so a head's columns of a (tokens, 3E) projection are used in place. bias: null, or n
+// values added to every row of C.
 template <class T>
 void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, const T* bias = nullptr) {
     if (m == 0 || n == 0) return;
-    if (k == 0) {  // empty sum: C = beta · C
-        for (std::size_t r = 0; r < m; ++r) {
-            T* row = c + r * ldc;
-            if (beta == T(0)) std::fill(row, row + n, T(0));
-            else if (beta != T(1)) std::for_each(row, row + n, [&](T& v) { v *= beta; });
-        }
+    if (k == 0) {  // empty sum: C = beta · C + bias
+        if (beta != T(1) || bias) detail::scale_add_bias(c, m, n, ldc, beta, bias);
         return;
     }
     const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
@@ -57,15 +69,21 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
         const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;
         const T* b_block = by_rows ? b : b + (op_b == Op::none ? begin : begin * ldb);
         T* c_block = c + (by_rows ? begin * ldc : begin);
-        if (use_kernel)
+        const T* bias_block = bias && !by_rows ? bias + begin : bias;
+        if (use_kernel) {
             kernel::gemm(op_a == Op::trans, op_b == Op::trans, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block,
-                        ldc);
-        else if constexpr (std::is_same_v<T, float>)
-            cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,
-                        c_block, ildc);
+                         ldc, bias_block);
+            return;
+        }
+        // OpenBLAS has no bias: C = beta · C + bias first, then C += alpha · op(A) op(B)
+        const T blas_beta = bias ? T(1) : beta;
+        if (bias) detail::scale_add_bias(c_block, rows, cols, ldc, beta, bias_block);
+        if constexpr (std::is_same_v<T, float>)
+            cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb,
+                        blas_beta, c_block, ildc);
         else
-            cblas_dgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb, beta,
-                        c_block, ildc);
+            cblas_dgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb,
+                        blas_beta, c_block, ildc);
     });
 }
 
@@ -73,8 +91,8 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
 // and contiguous, so each leading dimension is the stored row length.
 template <class T>
 void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, const T* b, T beta,
-          T* c) {
-    gemm(op_a, op_b, m, n, k, alpha, a, op_a == Op::none ? k : m, b, op_b == Op::none ? n : k, beta, c, n);
+          T* c, const T* bias = nullptr) {
+    gemm(op_a, op_b, m, n, k, alpha, a, op_a == Op::none ? k : m, b, op_b == Op::none ? n : k, beta, c, n, bias);
 }
 
 }  // namespace xgrad::blas

@@ -22,13 +22,14 @@ using simd::lanes, simd::load_part, simd::store_part, simd::Vec;
 // 32 vector registers with AVX-512, 16 below it: the tiles are sized to keep accumulators in them.
 inline constexpr bool many_registers = Vec<float>::size * sizeof(float) >= 64;
 
-// c[0, count) = alpha · sum + beta · c, where c is only read when beta ≠ 0 (BLAS semantics); the
-// same arithmetic for whole and partial vectors.
+// c[0, count) = alpha · sum + beta · c + bias[0, count), where c is only read when beta ≠ 0 (BLAS
+// semantics) and bias only when not null; the same arithmetic for whole and partial vectors.
 template <class T>
-[[gnu::always_inline]] inline void update(T* c, Vec<T> sum, std::size_t count, T alpha, T beta) {
+[[gnu::always_inline]] inline void update(T* c, Vec<T> sum, std::size_t count, T alpha, T beta, const T* bias) {
     const bool whole = count == lanes<T>;
-    if (beta == T(0)) sum = sum * alpha;
-    else sum = xsimd::fma(sum, Vec<T>(alpha), (whole ? Vec<T>::load_unaligned(c) : load_part(c, count)) * beta);
+    const auto load = [&](const T* p) { return whole ? Vec<T>::load_unaligned(p) : load_part(p, count); };
+    if (beta == T(0)) sum = bias ? xsimd::fma(sum, Vec<T>(alpha), load(bias)) : sum * alpha;
+    else sum = xsimd::fma(sum, Vec<T>(alpha), bias ? xsimd::fma(load(c), Vec<T>(beta), load(bias)) : load(c) * beta);
     if (whole) sum.store_unaligned(c);
     else store_part(c, sum, count);
 }
@@ -104,10 +105,12 @@ void pack_transposed(const T* x, std::size_t ldx, std::size_t k, std::size_t col
         for (std::size_t p = 0; p < k; ++p) packed[p * ld + j] = x[p + j * ldx];
 }
 
-// C (m,n) = alpha · Tᵀ + beta · C, from T (n,m) at t with rows ldt apart: blocks of lanes × lanes
-// transposed (in registers with AVX-512), then each row of C updated a vector at a time.
+// C (m,n) = alpha · Tᵀ + beta · C (+ bias (n) on every row), from T (n,m) at t with rows ldt apart:
+// blocks of lanes × lanes transposed (in registers with AVX-512), then each row of C updated a
+// vector at a time.
 template <class T>
-void add_transposed(const T* t, std::size_t ldt, std::size_t m, std::size_t n, T alpha, T beta, T* c, std::size_t ldc) {
+void add_transposed(const T* t, std::size_t ldt, std::size_t m, std::size_t n, T alpha, T beta, const T* bias, T* c,
+                    std::size_t ldc) {
     constexpr std::size_t W = lanes<T>;
     alignas(64) std::array<T, W * W> block;  // block[i·W + j] = T(j0 + j, i0 + i)
     for (std::size_t j0 = 0; j0 < n; j0 += W)
@@ -120,7 +123,8 @@ void add_transposed(const T* t, std::size_t ldt, std::size_t m, std::size_t n, T
                 for (std::size_t j = 0; j < rows; ++j)
                     for (std::size_t i = 0; i < cols; ++i) block[i * W + j] = t[(j0 + j) * ldt + i0 + i];
             for (std::size_t i = 0; i < cols; ++i)
-                update(c + (i0 + i) * ldc + j0, Vec<T>::load_aligned(block.data() + i * W), rows, alpha, beta);
+                update(c + (i0 + i) * ldc + j0, Vec<T>::load_aligned(block.data() + i * W), rows, alpha, beta,
+                       bias ? bias + j0 : nullptr);
         }
 }
 
@@ -135,6 +139,7 @@ struct Plan {
     T alpha, beta;
     T* c;  // C'(i, j) = c[i·ldc + j]
     std::size_t ldc;
+    const T* bias;  // C'(i, j) += bias[j] (null: none)
 };
 
 inline constexpr std::size_t max_nv = many_registers ? 4 : 2;  // vectors of columns of a tile
@@ -172,13 +177,14 @@ template <class T, std::size_t MR, std::size_t NV, bool Full>
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(a, xv[v], acc[r][v]);
         }
     }
-    // C' (i0 + r, j0 + j) = alpha · acc + beta · C'
+    // C' (i0 + r, j0 + j) = alpha · acc + beta · C' + bias (j0 + j)
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < MR; ++r)
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v) {
             if (r >= rows || v * W >= cols) continue;
-            update(g.c + (i0 + r) * g.ldc + j0 + v * W, acc[r][v], std::min(W, cols - v * W), g.alpha, g.beta);
+            update(g.c + (i0 + r) * g.ldc + j0 + v * W, acc[r][v], std::min(W, cols - v * W), g.alpha, g.beta,
+                   g.bias ? g.bias + j0 + v * W : nullptr);
         }
 }
 
@@ -212,7 +218,8 @@ std::size_t block_rows(std::size_t k) {
 // runs its AVX-512 kernels (a Zen 4-class EPYC).
 inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 
-// C (m,n) = alpha · op(A) op(B) + beta · C with k ≥ 1; k = 0 is the caller's. The tiles need X's
+// C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null) with k ≥ 1; k = 0
+// is the caller's. The tiles need X's
 // rows contiguous. X = op(B) has them when B is not transposed. Else C^T = op(B)^T op(A)^T has
 // them in X = op(A)^T when A is transposed, or it is cheaper to pack op(A)^T when A has much
 // fewer rows than B: then C^T goes to a buffer and is added to C transposed at the end. Otherwise
@@ -220,7 +227,7 @@ inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 // grow once and are reused.
 template <class T>
 void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
-          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, const T* bias = nullptr) {
     // packing A^T (m·k) plus the pass over C (m·n) against packing B (n·k), when B is too large
     // to pack cheaply (below 128 KB, packing it and tiles of whole vectors of C's rows measured
     // faster, e.g. (12,300,100) float 6.4 -> 5.5 us, and (6,300,100) 6.3 -> 3.8)
@@ -231,11 +238,11 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
     const T* x;  // X (k, cols): X(p, j) = x[p·x_row + j·x_col]
     std::size_t x_row, x_col;
     if (!transposed) {
-        g = {m, n, k, a, a_trans ? 1 : lda, a_trans ? lda : 1, alpha, beta, c, ldc};
+        g = {m, n, k, a, a_trans ? 1 : lda, a_trans ? lda : 1, alpha, beta, c, ldc, bias};
         x = b, x_row = b_trans ? 1 : ldb, x_col = b_trans ? ldb : 1;
     } else {
         if (c_transposed.size() < n * m) c_transposed.resize(n * m);
-        g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, T(1), T(0), c_transposed.data(), m};
+        g = {n, m, k, b, b_trans ? ldb : 1, b_trans ? 1 : ldb, T(1), T(0), c_transposed.data(), m, nullptr};
         x = a, x_row = a_trans ? lda : 1, x_col = a_trans ? 1 : lda;
     }
     // X packed whole, panel after panel (k, panel_cols), when its rows are not contiguous, or when
@@ -262,7 +269,7 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
             if (pack) panel(g, packed.data() + q * k * panel_cols, panel_cols, j0, cols, first, last);
             else panel(g, x + j0, x_row, j0, cols, first, last);
         }
-    if (transposed) add_transposed(c_transposed.data(), m, m, n, alpha, beta, c, ldc);
+    if (transposed) add_transposed(c_transposed.data(), m, m, n, alpha, beta, bias, c, ldc);
 }
 
 }  // namespace xgrad::blas::kernel

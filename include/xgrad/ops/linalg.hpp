@@ -120,11 +120,8 @@ public:
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     void forward(const T* px, const T* pw, const T* pb) {
-        T* py = this->value.data();
-        // Y (rows,out) = b (out) on every row (or 0), then Y += X (rows,in) · Wᵀ (in,out)
-        if (pb)
-            for (std::size_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
-        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), px, pw, pb ? T(1) : T(0), py);
+        // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (pb null: no bias)
+        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), px, pw, T(0), this->value.data(), pb);
     }
 
     void backward() override {
