@@ -84,40 +84,30 @@ struct ScoreMasks {
     }
     // The keys some row of score rows [first, first + count) does not ignore: from the first key
     // one of them keeps to the last (empty when they ignore every key), and whether a row ignores
-    // one inside. Each distinct stored row is scanned from its ends inward, the scans stopping when
-    // the range is whole (a causal mask: the last row keeps every key), then inside the range
-    // until an ignored key is found (a causal mask: at once; a key_padding_mask: one row per head).
+    // one inside. Each stored row serving them (one for a key_padding_mask) is scanned from its
+    // ends inward, the scans stopping when the range is whole (a causal mask: the last row keeps
+    // every key), then inside the range until an ignored key is found (a causal mask: at once).
     KeyRange live_keys(std::size_t first, std::size_t count) const {
         const std::size_t S = shape[2];
         if (!ignore.used) return {0, S};
+        if (count == 0) return {0, 0};
+        const std::size_t rows_begin = first / ignore.group, rows_end = (first + count - 1) / ignore.group + 1;
+        const auto row = [&](std::size_t stored_row) { return ignore.stored.data() + stored_row * ignore.width; };
         std::size_t begin = S, end = 0;
-        const T* previous = nullptr;
-        for (std::size_t r = first + count; r-- > first && end < S;) {
-            const T* row = ignore.row(r);
-            if (row == previous) continue;  // a row stored once for several score rows
-            previous = row;
+        for (std::size_t r = rows_end; r-- > rows_begin && end < S;) {
             std::size_t j = S;
-            while (j > end && row[j - 1] != T(0)) --j;
+            while (j > end && row(r)[j - 1] != T(0)) --j;
             end = std::max(end, j);
         }
-        previous = nullptr;
-        for (std::size_t r = first; r < first + count && begin > 0; ++r) {
-            const T* row = ignore.row(r);
-            if (row == previous) continue;
-            previous = row;
+        for (std::size_t r = rows_begin; r < rows_end && begin > 0; ++r) {
             std::size_t j = 0;
-            while (j < begin && row[j] != T(0)) ++j;
+            while (j < begin && row(r)[j] != T(0)) ++j;
             begin = std::min(begin, j);
         }
         if (begin >= end) return {0, 0};
         bool holes = false;
-        previous = nullptr;
-        for (std::size_t r = first; r < first + count && !holes; ++r) {
-            const T* row = ignore.row(r);
-            if (row == previous) continue;
-            previous = row;
-            holes = std::any_of(row + begin, row + end, [](T v) { return v != T(0); });
-        }
+        for (std::size_t r = rows_begin; r < rows_end && !holes; ++r)
+            holes = std::any_of(row(r) + begin, row(r) + end, [](T v) { return v != T(0); });
         return {begin, end, holes};
     }
     // scratch space, kept across calls
