@@ -165,6 +165,23 @@ TEST_CASE("matmul gradchecks") {
     }
 }
 
+TEST_CASE_TEMPLATE("linear's bias gradient sums dY over the rows, and accumulates over two uses", T, float, double) {
+    // 70 outputs: whole blocks of 4 vectors of columns and a partial one, in float and double
+    const std::size_t rows = 5, in = 3, out = 70;
+    const auto x = constant(xt::xtensor<T, 2>(randn<2>(S2{rows, in}, 31)));
+    const auto w = constant(xt::xtensor<T, 2>(randn<2>(S2{out, in}, 32)));
+    const auto b = parameter(xt::xtensor<T, 1>(randn<1>({out}, 33)));
+    const auto y = xgrad::concat(std::vector<xgrad::Var<T, 2>>{xgrad::linear(x, w, b), xgrad::linear(x, w, b)}, 0);
+    const xt::xtensor<T, 2> seed = randn<2>(S2{2 * rows, out}, 34);
+    xgrad::backward(y, seed);
+    for (std::size_t o = 0; o < out; ++o) {
+        double expected = 0;
+        for (std::size_t r = 0; r < 2 * rows; ++r) expected += double(seed(r, o));
+        CHECK(double(b.grad()(o)) == doctest::Approx(expected).epsilon(1e-5));
+    }
+    xgrad::tape().clear();
+}
+
 TEST_CASE("linear gradchecks") {
     auto lin = [](auto& x, auto& w, auto& b) { return xgrad::linear(x, w, b); };
     auto lin0 = [](auto& x, auto& w) { return xgrad::linear(x, w); };

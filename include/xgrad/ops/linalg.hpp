@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "xgrad/core/expr.hpp"
+#include "xgrad/core/simd.hpp"
 #include "xgrad/ops/blas.hpp"
 
 namespace xgrad {
@@ -102,6 +103,25 @@ Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
     return Var<T, NA>(node);
 }
 
+// sum (n) = Σ_r y (rows,n) + beta · sum, each column summed over the rows in order, in registers:
+// blocks of 4 vectors of columns go down all the rows before they are stored.
+template <Real T>
+void column_sums(const T* y, std::size_t rows, std::size_t n, T beta, T* sum) {
+    using V = simd::Vec<T>;
+    constexpr std::size_t W = simd::lanes<T>, block = 4;
+    for (std::size_t j0 = 0; j0 < n; j0 += block * W) {
+        std::array<V, block> acc;
+        const auto count = [&](std::size_t v) { return std::min(W, n - std::min(n, j0 + v * W)); };
+        for (std::size_t v = 0; v < block; ++v)
+            acc[v] = beta == T(0) || count(v) == 0 ? V(T(0)) : simd::load_part(sum + j0 + v * W, count(v));
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t v = 0; v < block; ++v)
+                if (count(v) > 0) acc[v] += simd::load_part(y + r * n + j0 + v * W, count(v));
+        for (std::size_t v = 0; v < block; ++v)
+            if (count(v) > 0) simd::store_part(sum + j0 + v * W, acc[v], count(v));
+    }
+}
+
 // y (rows, out) = x (rows, in) · Wᵀ + b, rows = all leading dimensions of x folded together.
 template <Real T, std::size_t N>
 class LinearNode final : public TensorNode<T, N> {
@@ -137,9 +157,7 @@ public:
         }
         if (bias && bias.requires_grad()) {  // db (out) = Σ_rows dY (rows,out) + beta · db
             const auto [gb, beta] = bias.node()->grad_target();
-            if (beta == T(0)) std::fill(gb, gb + out, T(0));
-            for (std::size_t r = 0; r < rows; ++r)
-                for (std::size_t o = 0; o < out; ++o) gb[o] += gy[r * out + o];
+            column_sums(gy, rows, out, beta, gb);
         }
     }
 };
