@@ -91,24 +91,27 @@ public:
         const T* x = input.value().data();
         const T* t = target.value().data();
         const T* gy = this->grad_buffer().data();
-        T* gx = input.requires_grad() ? input.node()->grad_buffer().data() : nullptr;
-        T* gt = target.requires_grad() ? target.node()->grad_buffer().data() : nullptr;
         const std::size_t n = input.size();
         const T scale = mode == LossMode::mean ? gy[0] / T(n) : gy[0];
-        // one loop per case, so that each vectorizes
-        auto each = [&](auto dy_of) {
-            if (gx && gt)
-                for (std::size_t i = 0; i < n; ++i) {
-                    const T d = T(2) * (x[i] - t[i]) * dy_of(i);
-                    gx[i] += d, gt[i] -= d;
-                }
-            else if (gx)
-                for (std::size_t i = 0; i < n; ++i) gx[i] += T(2) * (x[i] - t[i]) * dy_of(i);
-            else if (gt)
-                for (std::size_t i = 0; i < n; ++i) gt[i] -= T(2) * (x[i] - t[i]) * dy_of(i);
+        // dX first: on its first write in the pass it is overwritten (beta 0), never read
+        const auto write = [&](T* g, bool first_write, T sign, auto dy_of) {  // one loop per case: each vectorizes
+            if (first_write)
+                for (std::size_t i = 0; i < n; ++i) g[i] = sign * (T(2) * (x[i] - t[i]) * dy_of(i));
+            else
+                for (std::size_t i = 0; i < n; ++i) g[i] += sign * (T(2) * (x[i] - t[i]) * dy_of(i));
         };
-        if (mode == LossMode::none) each([&](std::size_t i) { return gy[i]; });
-        else each([&](std::size_t) { return scale; });
+        const auto both = [&](auto dy_of) {
+            if (input.requires_grad()) {
+                const auto [gx, beta] = input.node()->grad_target();
+                write(gx, beta == T(0), T(1), dy_of);
+            }
+            if (target.requires_grad()) {
+                const auto [gt, beta] = target.node()->grad_target();
+                write(gt, beta == T(0), T(-1), dy_of);
+            }
+        };
+        if (mode == LossMode::none) both([&](std::size_t i) { return gy[i]; });
+        else both([&](std::size_t) { return scale; });
     }
 };
 
