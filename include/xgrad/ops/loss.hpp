@@ -93,8 +93,9 @@ public:
         const T* gy = this->grad_buffer().data();
         const std::size_t n = input.size();
         const T scale = mode == LossMode::mean ? gy[0] / T(n) : gy[0];
-        // dX first: on its first write in the pass it is overwritten (beta 0), never read
-        const auto write = [&](T* g, bool first_write, T sign, auto dy_of) {  // one loop per case: each vectorizes
+        // each gradient is overwritten on its first write in the pass (beta 0: not read), else added
+        // to; one loop per case, so that each vectorizes
+        const auto write = [&](T* g, bool first_write, T sign, auto dy_of) {
             if (first_write)
                 for (std::size_t i = 0; i < n; ++i) g[i] = sign * (T(2) * (x[i] - t[i]) * dy_of(i));
             else
