@@ -218,13 +218,12 @@ std::size_t block_rows(std::size_t k) {
 // runs its AVX-512 kernels (a Zen 4-class EPYC).
 inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 
-// C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null) with k ≥ 1; k = 0
-// is the caller's. The tiles need X's
-// rows contiguous. X = op(B) has them when B is not transposed. Else C^T = op(B)^T op(A)^T has
-// them in X = op(A)^T when A is transposed, or it is cheaper to pack op(A)^T when A has much
-// fewer rows than B: then C^T goes to a buffer and is added to C transposed at the end. Otherwise
-// X = op(B) is packed. R is taken in blocks of rows that stay in L2. The buffers are thread-local,
-// grow once and are reused.
+// C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null) with k ≥ 1;
+// k = 0 is the caller's. The tiles need X's rows contiguous. X = op(B) has them when B is not
+// transposed. Else C^T = op(B)^T op(A)^T has them in X = op(A)^T when A is transposed, or it is
+// cheaper to pack op(A)^T when A has much fewer rows than B: then C^T goes to a buffer and is
+// added to C transposed at the end (with the bias). Otherwise X = op(B) is packed. R is taken in
+// blocks of rows that stay in L2. The buffers are thread-local, grow once and are reused.
 template <class T>
 void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, const T* bias = nullptr) {
