@@ -8,6 +8,7 @@
 //   output     = out_proj(weights · v)
 // The heads are never copied out: attention_core.hpp reads head h of every token in place, in the
 // caller's layout (sequence or batch first), and writes the context straight into (L, N, E).
+// Without need_weights and dropout, weights and context are one op (attention_fused.hpp).
 //
 // Differences from PyTorch, on purpose:
 //  - A fully masked query row (every key ignored) gives zero attention weights, a zero attention
@@ -29,6 +30,7 @@
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/attention_core.hpp"
+#include "xgrad/nn/attention_fused.hpp"
 #include "xgrad/nn/attention_mask.hpp"
 #include "xgrad/nn/attention_options.hpp"
 #include "xgrad/nn/init.hpp"
@@ -255,14 +257,20 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
                           " while training needs dropout_generator (or eval())");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
     // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
-    const Var<T, 3> probabilities =
-        named(detail::attention_weights(q, k, T(1 / std::sqrt(double(D))), fill_masks), "weights");
-    Var<T, 3> weights = probabilities;
-    if (p > 0) weights = named(dropout(weights, p, true, *dropout_generator), "weights.dropout");
+    // When the weights stay inside (no need_weights, no dropout), one fused op (attention_fused.hpp);
+    // else the weights are an op of their own, which need_weights and dropout read.
+    const T scale = T(1 / std::sqrt(double(D)));
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
-    const Var<T, 3> context = detail::attention_context(weights, v, detail::HeadLayout::of(out_shape, batch_first, H, D, 0),
-                                                        out_shape, detail::live_keys_of(probabilities));
+    const detail::HeadLayout out_heads = detail::HeadLayout::of(out_shape, batch_first, H, D, 0);
+    Var<T, 3> weights, context;
+    if (!opts.need_weights && p == 0) {
+        context = detail::fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
+    } else {
+        const Var<T, 3> probabilities = named(detail::attention_weights(q, k, scale, fill_masks), "weights");
+        weights = p > 0 ? named(dropout(probabilities, p, true, *dropout_generator), "weights.dropout") : probabilities;
+        context = detail::attention_context(weights, v, out_heads, out_shape, detail::live_keys_of(probabilities));
+    }
     named(context, "context");
     const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already
 

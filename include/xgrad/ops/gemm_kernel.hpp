@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -211,6 +212,29 @@ std::size_t block_rows(std::size_t k) {
     return std::max<std::size_t>(24, (std::size_t(256) << 10) / (k * sizeof(T)) / 24 * 24);
 }
 
+// C' = alpha · R · X + beta · C' (+ bias) for the plan g: R in blocks of rows that stay in L2,
+// each block against every panel of max_nv vectors of X's columns; x_of(q) gives panel q's
+// (first row's first column, row stride).
+template <class T, class PanelOf>
+void product_by_panels(const Plan<T>& g, PanelOf x_of) {
+    constexpr std::size_t panel_cols = max_nv * lanes<T>;
+    const std::size_t panels = (g.cols + panel_cols - 1) / panel_cols, rows_per_block = block_rows<T>(g.k);
+    for (std::size_t first = 0; first < g.rows; first += rows_per_block)
+        for (std::size_t q = 0; q < panels; ++q) {
+            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
+            const auto [x, ldx] = x_of(q);
+            panel(g, x, ldx, j0, cols, first, std::min(g.rows, first + rows_per_block));
+        }
+}
+
+// The same with X (g.k, g.cols) in place: row p at x + p·ldx, contiguous. For callers that lay
+// out both operands themselves (the fused attention); k ≥ 1.
+template <class T>
+void product(const Plan<T>& g, const T* x, std::size_t ldx) {
+    constexpr std::size_t panel_cols = max_nv * lanes<T>;
+    product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols, ldx}; });
+}
+
 // Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, and k at most
 // 2048 (at k = 8192 it was no faster). Measured with bench/gemm_compare (docs/performance.md):
 // 0.3-0.85x Debian OpenBLAS 0.3.21's time where OpenBLAS runs its AVX2 kernels (a Zen 5-class
@@ -260,14 +284,8 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
                 for (std::size_t p = 0; p < k; ++p) std::copy_n(x + p * x_row + j0, cols, out + p * panel_cols);
         }
     }
-    const std::size_t rows_per_block = block_rows<T>(k);
-    for (std::size_t first = 0; first < g.rows; first += rows_per_block)
-        for (std::size_t q = 0; q < panels; ++q) {
-            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
-            const std::size_t last = std::min(g.rows, first + rows_per_block);
-            if (pack) panel(g, packed.data() + q * k * panel_cols, panel_cols, j0, cols, first, last);
-            else panel(g, x + j0, x_row, j0, cols, first, last);
-        }
+    if (pack) product_by_panels(g, [&](std::size_t q) { return std::pair{packed.data() + q * k * panel_cols, panel_cols}; });
+    else product(g, x, x_row);
     if (transposed) add_transposed(c_transposed.data(), m, m, n, alpha, beta, bias, c, ldc);
 }
 
