@@ -142,28 +142,34 @@ nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t
     return fo;
 }
 
-// Runs the whole-module gradcheck for every flag combination with each mask kind in `kinds`.
+// Runs the whole-module gradcheck for every flag combination with each mask kind in `kinds`, with
+// and without the weights returned (without them, and without dropout, the attention is one fused op).
 void check_all_combinations(const std::vector<Masks>& kinds) {
     unsigned seed = 1;
     for (const auto& f : all_flags())
         for (auto kind : kinds) {
             const std::size_t S = 2 + seed % 2, kd = f.kvdim ? 3 : E, vd = f.kvdim ? 5 : E;
             const Mha m = make_module(f);
-            const auto fo = make_masks(kind, f, S, seed);
-            INFO(f.str() << " masks=" << int(kind) << " S=" << S);
-            GradcheckResult r;
-            if (f.batched) {
-                auto shape = [&](std::size_t len, std::size_t d) {
-                    return f.batch_first ? std::array<std::size_t, 3>{NB, len, d} : std::array<std::size_t, 3>{len, NB, d};
-                };
-                r = check_module<3>(m, randn<3>(shape(L, E), seed), randn<3>(shape(S, kd), seed + 1),
-                                    randn<3>(shape(S, vd), seed + 2), fo);
-            } else {
-                r = check_module<2>(m, randn<2>({L, E}, seed), randn<2>({S, kd}, seed + 1), randn<2>({S, vd}, seed + 2),
-                                    fo);
+            const auto masks = make_masks(kind, f, S, seed);
+            for (bool need_weights : {true, false}) {
+                if (need_weights && !masks.need_weights) continue;  // this mask kind returns none
+                auto fo = masks;
+                fo.need_weights = need_weights;
+                INFO(f.str() << " masks=" << int(kind) << " S=" << S << " need_weights=" << need_weights);
+                GradcheckResult r;
+                if (f.batched) {
+                    auto shape = [&](std::size_t len, std::size_t d) {
+                        return f.batch_first ? std::array<std::size_t, 3>{NB, len, d} : std::array<std::size_t, 3>{len, NB, d};
+                    };
+                    r = check_module<3>(m, randn<3>(shape(L, E), seed), randn<3>(shape(S, kd), seed + 1),
+                                        randn<3>(shape(S, vd), seed + 2), fo);
+                } else {
+                    r = check_module<2>(m, randn<2>({L, E}, seed), randn<2>({S, kd}, seed + 1),
+                                        randn<2>({S, vd}, seed + 2), fo);
+                }
+                INFO(r.report());
+                CHECK(r.passed);
             }
-            INFO(r.report());
-            CHECK(r.passed);
             ++seed;
         }
 }
