@@ -374,6 +374,13 @@ TEST_CASE("MultiheadAttention: an empty query sequence (L = 0) with a key_paddin
     fo.attn_mask = Mask::from_bool(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
     const auto r2 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r2.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
+    // without need_weights (the fused op), with a float mask too; the keys and values get zero gradient
+    fo.need_weights = false;
+    fo.key_padding_mask = Mask::from_float(xt::xarray<double>{{0.5, -inf, 1.0}, {0.0, 2.0, -inf}});
+    const auto r3 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
+    CHECK(r3.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
+    backward(sum(r3.output));
+    CHECK(xt::amax(xt::abs(kv.grad()))() == 0.0);
 }
 
 }  // namespace test_nn_attention

@@ -165,7 +165,7 @@ private:
         const KeyRange keys = live[bh];
         const std::size_t n = keys.size();  // S'
         T* o = this->value.data() + out.at(bh / ql.heads, bh % ql.heads);
-        if (n == 0) {  // every key ignored: O_bh = 0
+        if (n == 0 || L == 0) {  // every key ignored: O_bh = 0 (or no query)
             for (std::size_t i = 0; i < L; ++i) std::fill_n(o + i * out.seq_stride, D, T(0));
             return;
         }
@@ -216,7 +216,7 @@ private:
         const std::size_t L = ql.len, D = ql.head_dim, ld = this->ld();
         const KeyRange keys = live[bh];
         const std::size_t n = keys.size();
-        if (n == 0) return;  // O_bh = 0 whatever Q, K and V
+        if (n == 0 || L == 0) return;  // O_bh = 0 whatever Q, K and V (or has no row)
         const std::size_t b = bh / ql.heads, h = bh % ql.heads;
         const T* dO = this->grad_buffer().data() + out.at(b, h);
         const T* pt = probs_t_of(bh);
