@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -29,8 +30,8 @@
 
 namespace xgrad::nn::detail {
 
-// f(v0, count) over the row's vectors in chunks of `Chunk` (then fewer), so that a pass down the
-// columns of Chunk vectors carries Chunk independent chains.
+// f(chunk, v0) for the vectors [v0, v0 + chunk) of a row of `vectors`, chunk an integral_constant:
+// 4 at a time, then 2, then 1, so that a pass down the columns carries `chunk` independent chains.
 template <std::size_t Chunk = 4, class F>
 [[gnu::always_inline]] inline void for_each_column_chunk(std::size_t vectors, F f) {
     std::size_t v0 = 0;
@@ -118,7 +119,7 @@ public:
     std::size_t heads() const { return q.layout.batch * q.layout.heads; }
     // Row length of the transposed buffers: L rounded up to whole vectors.
     std::size_t ld() const { return (q.layout.len + simd::lanes<T> - 1) / simd::lanes<T> * simd::lanes<T>; }
-    // 4·L·S·D flops per (batch, head) forward, twice that backward, for parallel_for
+    // The forward's flops, 4·L·S·D per (batch, head), for parallel_for (the backward: twice)
     double flops() const {
         return 4.0 * double(heads()) * double(q.layout.len) * double(k.layout.len) * double(q.layout.head_dim);
     }
