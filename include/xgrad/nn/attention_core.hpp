@@ -60,6 +60,22 @@ struct HeadOperand {
     HeadLayout layout;
 };
 
+// For study: the scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
+template <Real T>
+xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, const ScoreMasks<T>& masks) {
+    const HeadLayout &ql = q.layout, &kl = k.layout;
+    const std::size_t L = ql.len, S = kl.len;
+    xt::xtensor<T, 3> scores({ql.batch * ql.heads, L, S});
+    for (std::size_t bh = 0; bh < ql.batch * ql.heads; ++bh) {
+        const std::size_t b = bh / ql.heads, h = bh % ql.heads;
+        blas::gemm(blas::Op::none, blas::Op::trans, L, S, ql.head_dim, scale, q.source.value().data() + ql.at(b, h),
+                   ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0), scores.data() + bh * L * S, S);
+    }
+    for (std::size_t r = 0; r < scores.size() / std::max<std::size_t>(S, 1); ++r)
+        apply_masks_row(scores.data() + r * S, S, masks.ignore.row(r), masks.additive.row(r));
+    return scores;
+}
+
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
 template <Real T>
 class AttentionWeightsNode final : public TensorNode<T, 3> {
@@ -85,21 +101,11 @@ public:
     }
     const T* ignore_row(std::size_t r) const { return masks.ignore.row(r); }
     const T* additive_row(std::size_t r) const { return masks.additive.row(r); }
-    // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P): the softmax's backward,
-    // from this node's value P and gradient dP (times the scale: the gradient of Q·Kᵀ), columns
-    // `keys` only (P is 0 outside them)
+    // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P) from this node's value P
+    // and gradient dP (factor: the scale, for the gradient of Q·Kᵀ), columns `keys` only
     void softmax_backward(T* out, T factor, std::size_t first, std::size_t last, KeyRange keys) const {
-        const std::size_t S = k.layout.len, n = keys.size();
-        const T *P = this->value.data(), *dP = this->grad_storage()->data();
-        using batch = simd::Vec<T>;
-        for (std::size_t r = first; r < last; ++r) {
-            const std::size_t row = r * S + keys.begin;
-            const T *p = P + row, *dp = dP + row;
-            const batch dp_dot_p(dot(dp, p, n)), vfactor(factor);
-            for_each_vector(p, n, T(0), [&](std::size_t j, std::size_t count, batch vp) {
-                simd::store_part(out + row + j, vp * (simd::load_part(dp + j, count) - dp_dot_p) * vfactor, count);
-            });
-        }
+        softmax_backward_rows(this->value.data(), this->grad_storage()->data(), out, k.layout.len, first, last,
+                              keys.begin, keys.size(), factor);
     }
 
     // 2·L·S·D flops per (batch, head), for parallel_for
@@ -131,12 +137,9 @@ public:
     // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
     void for_each_internal(const Node::InternalVisitor& f) const override {
         if (!q.source || !k.source) return;  // inputs released: the tape was cleared
-        const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
-        xt::xtensor<T, 3> scores(this->value.shape()), grad;
-        for (std::size_t b = 0; b < q.layout.batch; ++b)
-            for (std::size_t h = 0; h < H; ++h) scaled_scores(b, h, {0, S}, scores.data() + (b * H + h) * L * S);
-        for (std::size_t r = 0; r < scores.size() / S; ++r)
-            apply_masks_row(scores.data() + r * S, S, ignore_row(r), additive_row(r));
+        const std::size_t S = k.layout.len;
+        const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+        xt::xtensor<T, 3> grad;
         if (this->has_grad()) {
             grad.resize(this->value.shape());
             softmax_backward(grad.data(), T(1), 0, this->value.size() / S, {0, S});

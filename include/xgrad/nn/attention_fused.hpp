@@ -254,13 +254,9 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
     const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
     const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, ld = this->ld();
     const std::array<std::size_t, 3> shape{heads(), L, S};
-    xt::xtensor<T, 3> scores(shape), weights(shape, T(0)), dscores, dweights;
+    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+    xt::xtensor<T, 3> weights(shape, T(0)), dscores, dweights;
     for (std::size_t bh = 0; bh < heads(); ++bh) {
-        T* s = scores.data() + bh * L * S;
-        blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, scale, head_of(q, bh), ql.seq_stride, head_of(k, bh),
-                   kl.seq_stride, T(0), s, S);
-        for (std::size_t i = 0; i < L; ++i)
-            apply_masks_row(s + i * S, S, masks.ignore.row(bh * L + i), masks.additive.row(bh * L + i));
         const T* pt = probs_t.data() + bh * S * ld;
         for (std::size_t j = live[bh].begin; j < live[bh].end; ++j)
             for (std::size_t i = 0; i < L; ++i) weights(bh, i, j) = pt[(j - live[bh].begin) * ld + i];
@@ -272,12 +268,8 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
             const std::size_t b = bh / ql.heads, h = bh % ql.heads;
             blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride, head_of(v, bh),
                        vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
-            for (std::size_t r = bh * L; r < (bh + 1) * L; ++r) {
-                const T *p = weights.data() + r * S, *dp = dweights.data() + r * S;
-                const T dp_dot_p = dot(dp, p, S);
-                for (std::size_t j = 0; j < S; ++j) dscores.data()[r * S + j] = p[j] * (dp[j] - dp_dot_p);
-            }
         }
+        softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
     }
     const ArrayView no_grad{this->view_of(scores).shape};
     f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),

@@ -1,5 +1,5 @@
 // The attention's softmax over score rows, with its masks applied in registers (attention_core.hpp
-// uses it per head, on the keys the head does not ignore), and the dot product of its backward.
+// uses it per head, on the keys the head does not ignore), and its backward over rows.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -102,6 +102,22 @@ T dot(const T* a, const T* b, std::size_t n) {
         acc = xsimd::fma(va, simd::load_part(b + j, count), acc);
     });
     return simd::reduce_add(acc);
+}
+
+// The softmax's backward on rows [first, last) of ld-wide rows, columns [begin, begin + n) only
+// (P is 0 outside them): out = factor · P ⊙ (dP − Σ_j dP ⊙ P).
+template <Real T>
+void softmax_backward_rows(const T* P, const T* dP, T* out, std::size_t ld, std::size_t first, std::size_t last,
+                           std::size_t begin, std::size_t n, T factor) {
+    using batch = simd::Vec<T>;
+    for (std::size_t r = first; r < last; ++r) {
+        const std::size_t row = r * ld + begin;
+        const T *p = P + row, *dp = dP + row;
+        const batch dp_dot_p(dot(dp, p, n)), vfactor(factor);
+        for_each_vector(p, n, T(0), [&](std::size_t j, std::size_t count, batch vp) {
+            simd::store_part(out + row + j, vp * (simd::load_part(dp + j, count) - dp_dot_p) * vfactor, count);
+        });
+    }
 }
 
 }  // namespace xgrad::nn::detail

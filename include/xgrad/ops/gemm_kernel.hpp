@@ -144,6 +144,8 @@ struct Plan {
 };
 
 inline constexpr std::size_t max_nv = many_registers ? 4 : 2;  // vectors of columns of a tile
+template <class T>
+inline constexpr std::size_t panel_cols = max_nv * lanes<T>;  // columns of X a panel of tiles covers
 // Rows of a tile of NV vectors: at most 24 (12) accumulators beside X's row, and at most 8 rows,
 // whose pointers into R must stay in general-purpose registers.
 template <std::size_t NV>
@@ -217,11 +219,11 @@ std::size_t block_rows(std::size_t k) {
 // (first row's first column, row stride).
 template <class T, class PanelOf>
 void product_by_panels(const Plan<T>& g, PanelOf x_of) {
-    constexpr std::size_t panel_cols = max_nv * lanes<T>;
-    const std::size_t panels = (g.cols + panel_cols - 1) / panel_cols, rows_per_block = block_rows<T>(g.k);
+    constexpr std::size_t width = panel_cols<T>;
+    const std::size_t panels = (g.cols + width - 1) / width, rows_per_block = block_rows<T>(g.k);
     for (std::size_t first = 0; first < g.rows; first += rows_per_block)
         for (std::size_t q = 0; q < panels; ++q) {
-            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
+            const std::size_t j0 = q * width, cols = std::min(width, g.cols - j0);
             const auto [x, ldx] = x_of(q);
             panel(g, x, ldx, j0, cols, first, std::min(g.rows, first + rows_per_block));
         }
@@ -231,8 +233,7 @@ void product_by_panels(const Plan<T>& g, PanelOf x_of) {
 // out both operands themselves (the fused attention); k ≥ 1.
 template <class T>
 void product(const Plan<T>& g, const T* x, std::size_t ldx) {
-    constexpr std::size_t panel_cols = max_nv * lanes<T>;
-    product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols, ldx}; });
+    product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols<T>, ldx}; });
 }
 
 // Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, and k at most
@@ -271,20 +272,20 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
     // X packed whole, panel after panel (k, panel_cols), when its rows are not contiguous, or when
     // they span more than L2 and many row tiles read them: packed, a panel is read sequentially
     // (measured 1.5-2x faster on (1536,512,1024) TN, whose rows of X, 4 KB apart, share cache sets)
-    constexpr std::size_t panel_cols = max_nv * lanes<T>;
-    const std::size_t panels = (g.cols + panel_cols - 1) / panel_cols;
+    constexpr std::size_t width = panel_cols<T>;
+    const std::size_t panels = (g.cols + width - 1) / width;
     const bool pack = x_col != 1 || (g.rows >= 64 && k * x_row * sizeof(T) > (std::size_t(512) << 10));
     if (pack) {
-        if (packed.size() < panels * k * panel_cols) packed.resize(panels * k * panel_cols);
+        if (packed.size() < panels * k * width) packed.resize(panels * k * width);
         for (std::size_t q = 0; q < panels; ++q) {
-            const std::size_t j0 = q * panel_cols, cols = std::min(panel_cols, g.cols - j0);
-            T* out = packed.data() + q * k * panel_cols;
-            if (x_col != 1) pack_transposed(x + j0 * x_col, x_col, k, cols, out, panel_cols);  // x_row is 1 here
+            const std::size_t j0 = q * width, cols = std::min(width, g.cols - j0);
+            T* out = packed.data() + q * k * width;
+            if (x_col != 1) pack_transposed(x + j0 * x_col, x_col, k, cols, out, width);  // x_row is 1 here
             else
-                for (std::size_t p = 0; p < k; ++p) std::copy_n(x + p * x_row + j0, cols, out + p * panel_cols);
+                for (std::size_t p = 0; p < k; ++p) std::copy_n(x + p * x_row + j0, cols, out + p * width);
         }
     }
-    if (pack) product_by_panels(g, [&](std::size_t q) { return std::pair{packed.data() + q * k * panel_cols, panel_cols}; });
+    if (pack) product_by_panels(g, [&](std::size_t q) { return std::pair{packed.data() + q * k * width, width}; });
     else product(g, x, x_row);
     if (transposed) add_transposed(c_transposed.data(), m, m, n, alpha, beta, bias, c, ldc);
 }
