@@ -1,10 +1,16 @@
 #!/bin/sh
 # `xgrad train copy` learns: held-out accuracy >= 0.99 after 600 steps; same seed, same losses.
+# XGRAD_TRAIN_COPY_STEPS below 600 (scripts/sanitize: the sanitized build is ~20x slower) runs the
+# same commands with fewer steps and leaves out what needs a trained model: the accuracy and the
+# copy head.
 set -eu
 xgrad=$1
+steps=${XGRAD_TRAIN_COPY_STEPS:-600}
+half=$((steps / 2))
+trained=$([ "$steps" -ge 600 ] && echo yes || echo no)
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-"$xgrad" train copy --steps 600 --eval-every 600 --out "$dir/a" > /dev/null
-"$xgrad" train copy --steps 600 --eval-every 600 --out "$dir/b" > /dev/null
+"$xgrad" train copy --steps "$steps" --eval-every "$steps" --out "$dir/a" > /dev/null
+"$xgrad" train copy --steps "$steps" --eval-every "$steps" --out "$dir/b" > /dev/null
 cmp "$dir/a/loss.csv" "$dir/b/loss.csv" || { echo "losses differ between two runs with the same seed"; exit 1; }
 for f in metrics.json loss.csv loss.png attention.png checkpoint.npz; do
   [ -s "$dir/a/$f" ] || { echo "missing $f"; exit 1; }
@@ -13,17 +19,20 @@ for f in loss.png attention.png; do
   [ "$(head -c 8 "$dir/a/$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "$f is not a PNG"; exit 1; }
 done
 acc=$(sed -n 's/.*"accuracy": *\([0-9.e-]*\).*/\1/p' "$dir/a/metrics.json")
-echo "held-out accuracy after 600 steps: $acc"
-awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || { echo "accuracy below 0.99"; exit 1; }
+echo "held-out accuracy after $steps steps: $acc"
+if [ "$trained" = yes ]; then
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.99) }' || { echo "accuracy below 0.99"; exit 1; }
+fi
 
-# Resume: 300 steps, checkpoint, 300 more == the same 600 steps uninterrupted, bit for bit.
-"$xgrad" train copy --steps 300 --eval-every 600 --out "$dir/c" > /dev/null
-"$xgrad" train copy --steps 600 --eval-every 600 --resume "$dir/c/checkpoint.npz" --out "$dir/d" > /dev/null
-[ "$(wc -l < "$dir/d/loss.csv")" -eq 301 ] || { echo "resumed run: expected 300 rows in loss.csv"; exit 1; }
-tail -n 300 "$dir/a/loss.csv" > "$dir/a-tail.csv"
-tail -n 300 "$dir/d/loss.csv" > "$dir/d-tail.csv"
-cmp "$dir/a-tail.csv" "$dir/d-tail.csv" || { echo "steps 301-600 differ after resuming"; exit 1; }
-echo "resume after 300 steps: steps 301-600 bit-identical"
+# Resume: half the steps, checkpoint, the rest == the same run uninterrupted, bit for bit.
+"$xgrad" train copy --steps "$half" --eval-every "$steps" --out "$dir/c" > /dev/null
+"$xgrad" train copy --steps "$steps" --eval-every "$steps" --resume "$dir/c/checkpoint.npz" --out "$dir/d" > /dev/null
+rest=$((steps - half))
+[ "$(wc -l < "$dir/d/loss.csv")" -eq $((rest + 1)) ] || { echo "resumed run: expected $rest rows in loss.csv"; exit 1; }
+tail -n "$rest" "$dir/a/loss.csv" > "$dir/a-tail.csv"
+tail -n "$rest" "$dir/d/loss.csv" > "$dir/d-tail.csv"
+cmp "$dir/a-tail.csv" "$dir/d-tail.csv" || { echo "steps $((half + 1))-$steps differ after resuming"; exit 1; }
+echo "resume after $half steps: steps $((half + 1))-$steps bit-identical"
 
 # A checkpoint of another model: one line naming the file and the mismatch, exit 2, no output folder.
 status=0
@@ -53,12 +62,14 @@ fi
 # length) and removing it costs the most held-out loss; heads.png is a PNG.
 "$xgrad" heads "$dir/a/checkpoint.npz" --out "$dir/h" > "$dir/heads.txt"
 cat "$dir/heads.txt"
-grep -q "^ *[0-9]  copy (offset -8) " "$dir/heads.txt" || { echo "no copy head found"; exit 1; }
-top=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $(NF-1), $0 }' "$dir/heads.txt" | sort -g -r | head -n 1)
-case $top in
-  *"copy (offset -8)"*) ;;
-  *) echo "the copy head is not the most important by ablation: $top"; exit 1 ;;
-esac
+if [ "$trained" = yes ]; then
+  grep -q "^ *[0-9]  copy (offset -8) " "$dir/heads.txt" || { echo "no copy head found"; exit 1; }
+  top=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $(NF-1), $0 }' "$dir/heads.txt" | sort -g -r | head -n 1)
+  case $top in
+    *"copy (offset -8)"*) ;;
+    *) echo "the copy head is not the most important by ablation: $top"; exit 1 ;;
+  esac
+fi
 [ "$(head -c 8 "$dir/h/heads.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "heads.png is not a PNG"; exit 1; }
 status=0
 "$xgrad" heads "$dir/a/loss.csv" > /dev/null 2> "$dir/err.txt" || status=$?
