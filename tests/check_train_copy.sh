@@ -1,6 +1,6 @@
 #!/bin/sh
 # `xgrad train copy` learns: held-out accuracy >= 0.99 after 600 steps; same seed, same losses.
-# XGRAD_TRAIN_COPY_STEPS below 600 (scripts/sanitize: the sanitized build is ~20x slower) runs the
+# XGRAD_TRAIN_COPY_STEPS below 600 (scripts/sanitize: the sanitized -O0 build is ~100x slower) runs the
 # same commands with fewer steps and leaves out what needs a trained model: the accuracy and the
 # copy head.
 set -eu
