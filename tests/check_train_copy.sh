@@ -1,8 +1,8 @@
 #!/bin/sh
 # `xgrad train copy` learns: held-out accuracy >= 0.99 after 600 steps; same seed, same losses.
-# XGRAD_TRAIN_COPY_STEPS below 600 (scripts/sanitize: the sanitized -O0 build is ~100x slower) runs the
-# same commands with fewer steps and leaves out what needs a trained model: the accuracy and the
-# copy head.
+# XGRAD_TRAIN_COPY_STEPS below 600 (scripts/sanitize: the sanitized -O0 build is ~100x slower)
+# runs the same commands with fewer steps and leaves out what needs a trained model: the accuracy
+# and the copy head.
 set -eu
 xgrad=$1
 steps=${XGRAD_TRAIN_COPY_STEPS:-600}
