@@ -1,8 +1,11 @@
-// Whole-file reads and atomic whole-file writes, shared by the .npy/.npz readers and writers, the
-// checkpoints and the command line tool.
+// Whole-file reads, atomic whole-file writes and folders written all at once, shared by the
+// .npy/.npz readers and writers, the checkpoints and the command line tool.
 //
 //   auto bytes = io::read_file_bytes("w.npy");             // io_error naming the file on any problem
 //   io::write_file_atomic("metrics.json", text.data(), text.size());
+//   io::StagingDir out("results");                         // files go to a hidden sibling folder...
+//   io::write_npy(out.file("w.npy"), w);
+//   out.commit();                                          // ...renamed to results/ at the end
 #pragma once
 #include <atomic>
 #include <cerrno>
@@ -37,13 +40,41 @@ inline std::vector<std::byte> read_file_bytes(const std::filesystem::path& path)
     return bytes;
 }
 
+namespace detail {
+
+// `path` without trailing slashes ("out/" -> "out"), so that it has a file name.
+inline std::filesystem::path without_trailing_slash(const std::filesystem::path& path) {
+    std::string s = path.string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+}
+
+inline std::filesystem::path parent_or_dot(const std::filesystem::path& path) {
+    return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+}
+
+// A hidden name next to `path`, unique in this process and among processes: ".NAME.tmp-PID-N".
+inline std::filesystem::path temporary_sibling(const std::filesystem::path& path) {
+    static std::atomic<std::size_t> counter{0};
+    return parent_or_dot(path) / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(counter++));
+}
+
+}  // namespace detail
+
+// io_error unless the folder that would hold `path` exists.
+inline void require_parent_dir(const std::filesystem::path& path) {
+    const auto p = detail::without_trailing_slash(path);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(detail::parent_or_dot(p), ec))
+        throw io_error(p.string() + ": the parent directory does not exist");
+}
+
 // Writes `size` bytes to `path` through a temporary file in the same directory and a rename, so a
 // reader never sees a half-written file and a failed write leaves nothing behind.
 inline void write_file_atomic(const std::filesystem::path& path, const void* data, std::size_t size) {
-    static std::atomic<std::size_t> counter{0};
-    const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    const auto tmp = dir / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(counter++));
+    const auto dir = detail::parent_or_dot(path);
+    const auto tmp = detail::temporary_sibling(path);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) throw io_error(path.string() + ": cannot create a temporary file: " + std::strerror(errno));
     const char* p = static_cast<const char*>(data);
@@ -74,5 +105,61 @@ inline void write_file_atomic(const std::filesystem::path& path, const void* dat
     std::filesystem::remove(tmp, ignored);
     throw io_error(path.string() + ": write failed: " + (err ? std::string(std::strerror(err)) : ec.message()));
 }
+
+// A folder whose files appear all at once: they are written into a hidden folder next to `target`
+// (file(name)), and commit() renames it to `target` or, when `target` exists, moves each file into
+// it (replacing files of the same name, keeping the others). Destroyed without commit(), it removes
+// what was written: a failed run leaves `target` as it was.
+class StagingDir {
+public:
+    // io_error (before anything is computed) when `target` cannot become a folder: its parent is
+    // missing or it is a file.
+    static void check_target(const std::filesystem::path& target) {
+        require_parent_dir(target);
+        std::error_code ec;
+        if (std::filesystem::exists(target, ec) && !std::filesystem::is_directory(target, ec))
+            throw io_error(detail::without_trailing_slash(target).string() + ": exists and is not a directory");
+    }
+
+    explicit StagingDir(const std::filesystem::path& target)
+        : target_(detail::without_trailing_slash(target)), tmp_(detail::temporary_sibling(target_)) {
+        check_target(target_);
+        std::error_code ec;
+        std::filesystem::remove_all(tmp_, ec);  // left by a crashed process of the same pid
+        if (!std::filesystem::create_directory(tmp_, ec))
+            throw io_error(target_.string() + ": cannot create the staging directory " + tmp_.string() + ": " +
+                           ec.message());
+    }
+    ~StagingDir() {
+        std::error_code ec;
+        if (!committed_) std::filesystem::remove_all(tmp_, ec);
+    }
+    StagingDir(const StagingDir&) = delete;
+    StagingDir& operator=(const StagingDir&) = delete;
+
+    // Where to write the file `name` before commit().
+    std::filesystem::path file(const std::string& name) const { return tmp_ / name; }
+    const std::filesystem::path& target() const { return target_; }
+
+    void commit() {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (!fs::exists(target_, ec)) {
+            fs::rename(tmp_, target_, ec);
+            if (ec) throw io_error(target_.string() + ": cannot rename " + tmp_.string() + ": " + ec.message());
+        } else {
+            for (const auto& e : fs::directory_iterator(tmp_)) {
+                fs::rename(e.path(), target_ / e.path().filename(), ec);
+                if (ec) throw io_error((target_ / e.path().filename()).string() + ": cannot move into place: " + ec.message());
+            }
+            fs::remove(tmp_, ec);
+        }
+        committed_ = true;
+    }
+
+private:
+    std::filesystem::path target_, tmp_;
+    bool committed_ = false;
+};
 
 }  // namespace xgrad::io
