@@ -1,5 +1,5 @@
-// A complete training loop: attention learns the copy task with Adam (see copy_task.hpp for the
-// task and the model). `xgrad train copy` is this loop plus logging, metrics and a checkpoint.
+// A complete training loop: attention learns the copy task with Adam (the task and the model are
+// those of `xgrad train copy`, in src/copy_task.hpp; the tool adds logging, metrics and a checkpoint).
 #include <iostream>
 
 #include "copy_task.hpp"

@@ -1,5 +1,5 @@
-// `xgrad bench`: times the reference workload (bench/mha_workload.hpp, the same step as the
-// libtorch peer) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
+// `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
+// peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
 // steady step.
 #include <sys/resource.h>
@@ -91,18 +91,17 @@ int run(const BenchOptions& o) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("bench", "time one MultiheadAttention training step (the libtorch peer's workload)");
+void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
-    cmd->add_option("--batch", o.config.batch, "B")->check(CLI::Range(1, 4096));
-    cmd->add_option("--seq", o.config.seq, "L (query and key length)")->check(CLI::Range(1, 65536));
-    cmd->add_option("--embed", o.config.embed, "E")->check(CLI::Range(1, 65536));
-    cmd->add_option("--heads", o.config.heads, "H (must divide E)")->check(CLI::Range(1, 65536));
-    cmd->add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
-    cmd->add_option("--threads", o.threads, "threads (BLAS and attention)")->check(CLI::Range(1, 256));
-    cmd->add_option("--steps", o.steps, "timed steps after the warm-up")->check(CLI::Range(1, 1000000));
-    cmd->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 1000000));
-    cmd->callback([] {
+    cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
+    cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
+    cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
+    cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
+    cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
+    cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
+    cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
+    cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
+    cmd.callback([] {
         selected_action() = [] {
             set_num_threads(std::size_t(o.threads));
             return o.dtype == "float64" ? run<double>(o) : run<float>(o);

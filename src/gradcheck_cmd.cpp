@@ -9,18 +9,12 @@
 
 namespace xgrad::cli {
 
-std::function<int()>& selected_action() {
-    static std::function<int()> action;
-    return action;
-}
-
-void add_gradcheck_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("gradcheck", "check every op's analytic gradient against finite differences");
+void setup_gradcheck(CLI::App& cmd) {
     static std::string filter;
     static bool verbose = false;
-    cmd->add_option("--filter", filter, "only ops whose name matches this regular expression");
-    cmd->add_flag("-v,--verbose", verbose, "print the full report of every check");
-    cmd->callback([] {
+    cmd.add_option("--filter", filter, "only ops whose name matches this regular expression (default: every op)");
+    cmd.add_flag("-v,--verbose", verbose, "print the full report of every check");
+    cmd.callback([] {
         selected_action() = [] {
             const std::regex re(filter.empty() ? ".*" : filter);
             int passed = 0, failed = 0;

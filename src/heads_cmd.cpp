@@ -94,16 +94,15 @@ int heads(const HeadsOptions& o) {
 
 }  // namespace
 
-void add_heads_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("heads", "label every attention head of a `train copy` checkpoint, rank them by ablation");
+void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
-    cmd->add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`")
+    cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`")
         ->required()
         ->check(CLI::ExistingFile);
-    cmd->add_option("--out", o.out, "folder for heads.png (the mean attention map of every head)");
-    cmd->add_option("--sequences", o.sequences, "held-out sequences to run")->check(CLI::Range(1, 100000));
-    cmd->add_option("--seed", o.seed, "seed of the held-out sequences");
-    cmd->callback([] { selected_action() = [] { return heads(o); }; });
+    cmd.add_option("--out", o.out, "folder for heads.png, the mean attention map of every head (default: none)");
+    cmd.add_option("--sequences", o.sequences, "held-out sequences to run")->check(between(1, 100000));
+    cmd.add_option("--seed", o.seed, "seed of the held-out sequences");
+    cmd.callback([] { selected_action() = [] { return heads(o); }; });
 }
 
 }  // namespace xgrad::cli

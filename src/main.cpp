@@ -1,40 +1,90 @@
-// The `xgrad` command line tool.
-#include <cstdio>
+// The `xgrad` command line tool: every command, with its one-line description.
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 
+namespace xgrad::cli {
+
+std::function<int()>& selected_action() {
+    static std::function<int()> action;
+    return action;
+}
+
+}  // namespace xgrad::cli
+
+namespace {
+
+// Help lines as "--steps INT:>=1 [1000]": the default in brackets, apart from the type and bound.
+class Formatter : public CLI::Formatter {
+    std::string make_option_opts(const CLI::Option* opt) const override {
+        std::string text = CLI::Formatter::make_option_opts(opt);
+        const std::string shown = "=" + opt->get_default_str();
+        const std::size_t at = 1 + get_label(opt->get_type_name()).size();  // after " TYPE"
+        if (opt->get_type_size() != 0 && !opt->get_default_str().empty() && text.compare(at, shown.size(), shown) == 0)
+            text.replace(at, shown.size(), " [" + opt->get_default_str() + "]");
+        return text;
+    }
+};
+
+// "xgrad train copy": the command line's deepest parsed command.
+const CLI::App* deepest(const CLI::App& app, std::string& path) {
+    const CLI::App* sub = &app;
+    path = app.get_name();
+    while (!sub->get_subcommands().empty()) {
+        sub = sub->get_subcommands().front();
+        path += " " + sub->get_name();
+    }
+    return sub;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-    CLI::App app{"xgrad: reverse-mode autodiff for attention in C++"};
+    using namespace xgrad::cli;
+    CLI::App app{"xgrad: reverse-mode autodiff for attention in C++", "xgrad"};
+    app.option_defaults()->always_capture_default();  // every --help shows every default
+    app.formatter(std::make_shared<Formatter>());
     app.require_subcommand(1);
-    xgrad::cli::add_gradcheck_command(app);
-    xgrad::cli::add_train_mlp_command(app);
-    xgrad::cli::add_attention_command(app);
-    xgrad::cli::add_bench_command(app);
-    xgrad::cli::add_heads_command(app);
-    xgrad::cli::add_inspect_command(app);
+
+    CLI::App* train = app.add_subcommand("train", "train a model");
+    train->require_subcommand(1);
+    setup_train_copy(*train->add_subcommand("copy", "attention learns to copy a token sequence (Adam)"));
+    setup_train_mlp(*train->add_subcommand("mlp", "a small MLP on a synthetic regression task (SGD)"));
+    setup_heads(*app.add_subcommand(
+        "heads", "label every attention head of a `train copy` checkpoint, rank them by ablation"));
+    setup_inspect(*app.add_subcommand(
+        "inspect", "print the tape of one MultiheadAttention forward and backward: ops, names, shapes, gradients"));
+    setup_attention(*app.add_subcommand(
+        "attention", "run MultiheadAttention forward/backward (or Adam steps) on .npy files"));
+    setup_gradcheck(*app.add_subcommand("gradcheck", "check every op's analytic gradient against finite differences"));
+    setup_bench(*app.add_subcommand(
+        "bench", "time one MultiheadAttention training step (the libtorch peer's workload)"));
+
+    std::string where;
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) return app.exit(e);
-        std::cerr << "xgrad: " << e.what() << '\n';
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help
+        // A command that needs a subcommand and got none: its list of commands first.
+        const CLI::App* cmd = deepest(app, where);
+        if (cmd->get_require_subcommand_min() > 0 && cmd->get_subcommands().empty())
+            std::cerr << cmd->help(cmd == &app ? "" : where.substr(0, where.rfind(' ')));  // "Usage: xgrad train ..."
+        std::cerr << where << ": " << e.what() << '\n';
         return 2;
     }
     try {
-        return xgrad::cli::run_selected();
+        return selected_action() ? selected_action()() : 2;
     } catch (const std::exception& e) {
         // One line, named after the command that failed: "xgrad train copy: ..."
-        std::string where = "xgrad", message = e.what();
-        for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
-            sub = sub->get_subcommands().front();
-            where += " " + sub->get_name();
-        }
+        std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
+        deepest(app, where);
         std::cerr << where << ": " << message << '\n';
         return 2;
     }

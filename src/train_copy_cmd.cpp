@@ -145,30 +145,30 @@ int train_copy(const CopyOptions& o) {
 
 }  // namespace
 
-void add_train_copy_command(CLI::App& train) {
-    auto* copy = train.add_subcommand("copy", "attention learns to copy a token sequence (Adam)");
+void setup_train_copy(CLI::App& copy) {
     static CopyOptions o;
-    copy->add_option("--seq", o.model.seq, "tokens to copy")->check(CLI::Range(1, 256));
-    copy->add_option("--vocab", o.model.vocab, "vocabulary size (plus a separator)")->check(CLI::Range(2, 100000));
-    copy->add_option("--embed", o.model.embed, "embedding dimension")->check(CLI::PositiveNumber);
-    copy->add_option("--heads", o.model.heads, "attention heads (must divide --embed)")->check(CLI::PositiveNumber);
-    copy->add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
-    copy->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
-    copy->add_option("--lr", o.lr, "Adam learning rate")->check(CLI::PositiveNumber);
-    copy->add_option("--seed", o.seed, "random seed (same seed, same losses)");
-    copy->add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(CLI::Range(1, 64));
-    copy->add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(CLI::PositiveNumber);
-    copy->add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
-        ->check(CLI::PositiveNumber);
-    auto* quiet = copy->add_flag("--quiet,-q", o.quiet, "print nothing but errors");
-    copy->add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
-    copy->add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
-    copy->add_option("--out", o.out,
-                     "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz");
-    copy->add_option("--resume", o.resume,
-                     "continue from a checkpoint.npz of a run with the same options, up to --steps in all")
+    copy.add_option("--seq", o.model.seq, "tokens to copy")->check(between(1, 256));
+    copy.add_option("--vocab", o.model.vocab, "vocabulary size (plus a separator)")->check(between(2, 100000));
+    copy.add_option("--embed", o.model.embed, "embedding dimension")->check(at_least(1));
+    copy.add_option("--heads", o.model.heads, "attention heads (must divide --embed)")->check(at_least(1));
+    copy.add_option("--steps", o.steps, "training steps")->check(at_least(1));
+    copy.add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
+    copy.add_option("--lr", o.lr, "Adam learning rate")->check(positive());
+    copy.add_option("--seed", o.seed, "random seed (same seed, same losses)");
+    copy.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
+    copy.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
+    copy.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
+        ->check(at_least(1));
+    auto* quiet = copy.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
+    copy.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
+    copy.add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
+    copy.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
+                                "(default: none, nothing is written)");
+    copy.add_option("--resume", o.resume,
+                    "continue from a checkpoint.npz of a run with the same options, up to --steps in all "
+                    "(default: none, from step 1)")
         ->check(CLI::ExistingFile);
-    copy->callback([] { selected_action() = [] { return train_copy(o); }; });
+    copy.callback([] { selected_action() = [] { return train_copy(o); }; });
 }
 
 }  // namespace xgrad::cli

@@ -81,19 +81,15 @@ int train_mlp(const MlpOptions& o) {
 
 }  // namespace
 
-void add_train_mlp_command(CLI::App& app) {
-    auto* train = app.add_subcommand("train", "train a model");
-    train->require_subcommand(1);
-    auto* mlp = train->add_subcommand("mlp", "a small MLP on a synthetic regression task (SGD)");
+void setup_train_mlp(CLI::App& mlp) {
     static MlpOptions o;
-    mlp->add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
-    mlp->add_option("--batch", o.batch, "examples per step")->check(CLI::PositiveNumber);
-    mlp->add_option("--hidden", o.hidden, "units per hidden layer")->check(CLI::PositiveNumber);
-    mlp->add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber);
-    mlp->add_option("--seed", o.seed, "random seed");
-    mlp->add_option("--log-every", o.log_every, "print the loss every N steps")->check(CLI::PositiveNumber);
-    mlp->callback([] { selected_action() = [] { return train_mlp(o); }; });
-    add_train_copy_command(*train);
+    mlp.add_option("--steps", o.steps, "training steps")->check(at_least(1));
+    mlp.add_option("--batch", o.batch, "examples per step")->check(at_least(1));
+    mlp.add_option("--hidden", o.hidden, "units per hidden layer")->check(at_least(1));
+    mlp.add_option("--lr", o.lr, "learning rate")->check(positive());
+    mlp.add_option("--seed", o.seed, "random seed");
+    mlp.add_option("--log-every", o.log_every, "print the loss every N steps")->check(at_least(1));
+    mlp.callback([] { selected_action() = [] { return train_mlp(o); }; });
 }
 
 }  // namespace xgrad::cli

@@ -1,5 +1,5 @@
 // npy / npz / state dict / JSON config round trips, numpy-written fixtures, every bad-input path.
-// (The `xgrad attention` end-to-end cases are in tests/io/attention_tool.cpp.)
+// (The `xgrad attention` end-to-end cases are in tests/cli/attention_tool.cpp.)
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The benchmark's workload (bench/mha_workload.hpp: nn::MultiheadAttention's fused heads-in-place
+// The benchmark's workload (src/mha_workload.hpp: nn::MultiheadAttention's fused heads-in-place
 // path, MSE, Adam) against the same step composed from the library's general ops (linear, slice,
 // transpose, split_heads, scaled_dot_product_attention, merge_heads): same losses, step by step.
 #include <array>
@@ -9,7 +9,7 @@
 #include "mha_workload.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
-namespace test_bench_mha_workload {
+namespace test_cli_mha_workload {
 
 namespace {
 
@@ -71,4 +71,4 @@ TEST_CASE("bench workload: useful FLOPs of the tiny configuration") {
           doctest::Approx(720000.0 + 240000 + 28800 + 720000 + 480000 + 57600));
 }
 
-}  // namespace test_bench_mha_workload
+}  // namespace test_cli_mha_workload

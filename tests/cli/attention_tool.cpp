@@ -1,18 +1,20 @@
-// `xgrad attention` end to end (io::run_attention, the command's body) against torch's outputs in
+// `xgrad attention` end to end (cli::run_attention, the command's body) against torch's outputs in
 // tests/fixtures/io/attention/<case>/expected (tests/fixtures/make_io.py), and its bad-input paths:
 // each an io_error naming the file or field, with nothing written to OUT.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 
-#include "io_test_util.hpp"
-#include "xgrad/io/attention_tool.hpp"
+#include "attention_tool.hpp"
+#include "io/io_test_util.hpp"
+#include "xgrad/io/npy.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
-namespace test_io_attention_tool {
+namespace test_cli_attention_tool {
 
 using namespace xgrad;
 using xgrad::testing::ScratchDir;
@@ -23,10 +25,10 @@ namespace {
 const fs::path cases_dir = fs::path(XGRAD_FIXTURES) / "io" / "attention";
 
 // The Adam flags of a case (in/args.txt), parsed like the command line.
-std::optional<io::AttentionAdamOptions> adam_args(const fs::path& in) {
+std::optional<cli::AttentionAdamOptions> adam_args(const fs::path& in) {
     if (!fs::exists(in / "args.txt")) return std::nullopt;
     std::istringstream words(xgrad::testing::read_bytes(in / "args.txt"));
-    io::AttentionAdamOptions a;
+    cli::AttentionAdamOptions a;
     for (std::string w; words >> w;) {
         if (w == "--amsgrad") a.amsgrad = true;
         else if (w == "--adamw") a.adamw = true;
@@ -69,7 +71,7 @@ struct CaseCopy {
     }
     std::string error() const {
         try {
-            io::run_attention(in, out);
+            cli::run_attention(in, out);
         } catch (const io_error& e) {
             return e.what();
         }
@@ -84,7 +86,7 @@ TEST_CASE("attention tool: forward, backward and Adam steps match torch") {
         INFO(name);
         ScratchDir dir;
         const fs::path in = cases_dir / name / "in";
-        io::run_attention(in, dir.path / "out", adam_args(in));
+        cli::run_attention(in, dir.path / "out", adam_args(in));
         compare_outputs(cases_dir / name / "expected", dir.path / "out", std::string(name).find("f32") != std::string::npos ? 1e-5 : 1e-10);
         CHECK(dir.entries() == std::vector<std::string>{"out"});  // the staging directory is gone
     }
@@ -94,7 +96,7 @@ TEST_CASE("attention tool: results go into an existing OUT directory, replacing 
     ScratchDir dir;
     fs::create_directory(dir.path / "out");
     xgrad::testing::write_bytes(dir.path / "out" / "output.npy", "old");
-    io::run_attention(cases_dir / "basic" / "in", dir.path / "out/");
+    cli::run_attention(cases_dir / "basic" / "in", dir.path / "out/");
     compare_outputs(cases_dir / "basic" / "expected", dir.path / "out", 1e-10);
 }
 
@@ -198,4 +200,4 @@ TEST_CASE("attention tool: bad input names the file or field and writes nothing"
     }
 }
 
-}  // namespace test_io_attention_tool
+}  // namespace test_cli_attention_tool

@@ -1,5 +1,5 @@
-// The reference workload of `xgrad bench` (the same as ../shared/peers/libtorch_mha.cpp, the
-// libtorch peer in bench/libtorch_mha.cpp): one MultiheadAttention training step is
+// The reference workload of `xgrad bench` (the same step as bench/libtorch_mha.cpp, its libtorch
+// peer, and the GEMMs of bench/gemm_compare.cpp): one MultiheadAttention training step is
 //   self-attention on x (L, B, E) with a key_padding_mask ignoring the last L/4 keys of every
 //   sequence, MSE loss against a fixed random target, backward, Adam(lr 1e-3), zero_grad.
 #pragma once

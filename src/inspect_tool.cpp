@@ -1,42 +1,25 @@
-// The driver behind `xgrad inspect --from IN`: one MultiheadAttention forward and backward on the
-// problem in IN (the folder format of `xgrad attention`), printed as a tape listing; optionally
-// the graph as Graphviz dot and every intermediate value and gradient as .npy files.
-//
-// When key.npy and value.npy hold the same array as query.npy, the three are passed as one Var x
-// (self-attention, as in a training loop), so the tape shows the packed in-projection; x's
-// gradient is then the sum of the query, key and value gradients.
-//
-// --dump DIR gets <leaf>.npy and <leaf>.grad.npy for the inputs and parameters, NN-<name>.npy and
-// NN-<name>.grad.npy for the op at tape position NN (unnamed ops: NN-<op>.npy), and
-// NN-weights.scores(.grad).npy for the scores inside attention_weights. A .grad.npy is written only
-// where a gradient arrived. Files are written to a staging folder renamed at the end.
-#pragma once
+// `xgrad inspect`'s driver (inspect_tool.hpp): the tape listing, the dot file and the dump.
+#include "inspect_tool.hpp"
+
 #include <cctype>
-#include <filesystem>
-#include <optional>
-#include <ostream>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <variant>
 
+#include "attention_tool.hpp"
 #include "xgrad/core/inspect.hpp"
-#include "xgrad/io/attention_tool.hpp"
 #include "xgrad/io/file.hpp"
+#include "xgrad/io/npy.hpp"
 
-namespace xgrad::io {
+namespace xgrad::cli {
+namespace {
 
-struct InspectOptions {
-    std::optional<std::filesystem::path> dot;   // write the graph here
-    std::optional<std::filesystem::path> dump;  // write every value and gradient into this folder
-};
-
-namespace detail {
-
-inline NpyArray npy_of(const ArrayView& a) {
-    NpyArray out;
-    out.dtype = a.is_double ? Dtype::float64 : Dtype::float32;
+io::NpyArray npy_of(const ArrayView& a) {
+    io::NpyArray out;
+    out.dtype = a.is_double ? io::Dtype::float64 : io::Dtype::float32;
     out.shape = a.shape;
-    std::size_t n = itemsize(out.dtype);
+    std::size_t n = io::itemsize(out.dtype);
     for (std::size_t d : a.shape) n *= d;
     const auto* p = static_cast<const std::byte*>(a.data);
     out.bytes.assign(p, p + n);
@@ -44,7 +27,7 @@ inline NpyArray npy_of(const ArrayView& a) {
 }
 
 // A node name as a file name: letters, digits, '.', '-' and '_' kept, anything else '_'.
-inline std::string file_stem(const std::string& name) {
+std::string file_stem(const std::string& name) {
     std::string s = name;
     for (char& c : s)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
@@ -52,10 +35,10 @@ inline std::string file_stem(const std::string& name) {
 }
 
 // Writes every value and gradient of g into `stage` (see the top of this file).
-inline void dump_graph(const TapeGraph& g, const StagingDir& stage) {
+void dump_graph(const TapeGraph& g, const io::StagingDir& stage) {
     auto write = [&](const std::string& stem, const ArrayView& value, const ArrayView& grad) {
-        write_npy(stage.file(stem + ".npy"), npy_of(value));
-        if (grad.data) write_npy(stage.file(stem + ".grad.npy"), npy_of(grad));
+        io::write_npy(stage.file(stem + ".npy"), npy_of(value));
+        if (grad.data) io::write_npy(stage.file(stem + ".grad.npy"), npy_of(grad));
     };
     for (std::size_t k = 0; k < g.entries().size(); ++k) {
         const auto& e = g.entries()[k];
@@ -93,31 +76,26 @@ void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectO
     print_backward(os, g);
     // The dump goes to a staging folder renamed after the dot file is written (both parents were
     // checked first; only a failing rename could leave the dot file without the dump).
-    std::optional<StagingDir> stage;
+    std::optional<io::StagingDir> stage;
     if (opt.dump) dump_graph(g, stage.emplace(*opt.dump));
     if (opt.dot) {
         std::ostringstream dot;
         write_dot(dot, g);
         const std::string text = dot.str();
-        write_file_atomic(*opt.dot, text.data(), text.size());
+        io::write_file_atomic(*opt.dot, text.data(), text.size());
     }
     if (stage) stage->commit();
 }
 
-}  // namespace detail
+}  // namespace
 
-// Prints the tape of one forward and backward of the problem in `in` to `os`, and writes the
-// optional dot file and dump folder. Bad input throws (io_error naming the file) before anything
-// is printed or written.
-inline void run_inspect(const std::filesystem::path& in, std::ostream& os, const InspectOptions& opt = {}) {
-    const auto dump = opt.dump ? std::optional(detail::normalize_dir(*opt.dump)) : std::nullopt;
-    with_attention_problem(in, [&](auto& problem) {
-        if (opt.dot) detail::check_parent_dir(*opt.dot);
-        if (dump) detail::check_out_dir(*dump);
-        std::ostringstream text;  // printed only when everything worked
-        detail::inspect_problem(problem, text, InspectOptions{opt.dot, dump});
-        os << text.str();
-    });
+void run_inspect(const std::filesystem::path& in, std::ostream& os, const InspectOptions& opt) {
+    auto problem = load_attention_problem(in);
+    if (opt.dot) io::require_parent_dir(*opt.dot);
+    if (opt.dump) io::StagingDir::check_target(*opt.dump);
+    std::ostringstream text;  // printed only when everything worked
+    std::visit([&](auto& p) { inspect_problem(p, text, opt); }, problem);
+    os << text.str();
 }
 
-}  // namespace xgrad::io
+}  // namespace xgrad::cli
