@@ -1,7 +1,7 @@
 #!/bin/sh
 # A steady MultiheadAttention training step makes no heap allocation: usage check_bench_allocs.sh XGRAD
 # `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers).
-# The configuration avoids the shapes where OpenBLAS itself mallocs (docs/performance-history.md,
+# The configuration avoids the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
 # "Where the time goes on machine A"). Under AddressSanitizer nothing is counted (allocs_per_step
 # is null) and the check is skipped.
 set -u

@@ -276,7 +276,7 @@ void product(const Plan<T>& g, const T* x, std::size_t ldx) {
 }
 
 // Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, and k at most
-// 2048 (at k = 8192 it was no faster). Measured with bench/gemm_compare (docs/performance-history.md):
+// 2048 (at k = 8192 it was no faster). Measured with bench/gemm_compare (bench/HISTORY.md):
 // 0.3-0.85x Debian OpenBLAS 0.3.21's time where OpenBLAS runs its AVX2 kernels (a Zen 5-class
 // EPYC); 0.8-1.0x on mid-size and large products but 1.15-1.3x on tiny's 100-wide ones where it
 // runs its AVX-512 kernels (a Zen 4-class EPYC).
