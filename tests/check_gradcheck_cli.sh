@@ -1,7 +1,26 @@
 #!/bin/sh
-# Runs `xgrad gradcheck`; passes when it exits 0 and its last line reports >= 40 passed, 0 failed.
-out=$("$1" gradcheck) || { echo "$out"; echo "xgrad gradcheck exited nonzero"; exit 1; }
+# `xgrad gradcheck`: --list names >= 40 registered checks; a --filter subset runs and its last line
+# reports every one of them passed (the unit tests run every case: tests/check/registry.cpp); a bad
+# --filter is a one-line error with exit code 2.
+xgrad=$1
+fail() { echo "$1"; exit 1; }
+
+list=$("$xgrad" gradcheck --list) || fail "xgrad gradcheck --list exited nonzero"
+count=$(echo "$list" | tail -n 1 | sed -n 's/^\([0-9]*\) checks$/\1/p')
+[ -n "$count" ] && [ "$count" -ge 40 ] || fail "expected '>= 40 checks', got: $(echo "$list" | tail -n 1)"
+echo "$count registered checks"
+
+# the linalg and reduce ops: cheap, and both families
+filter='^(matmul|linear|sum)$'
+listed=$("$xgrad" gradcheck --list --filter "$filter" | tail -n 1 | sed -n 's/^\([0-9]*\) checks$/\1/p')
+out=$("$xgrad" gradcheck --filter "$filter") || { echo "$out"; fail "xgrad gradcheck --filter exited nonzero"; }
 echo "$out"
 last=$(echo "$out" | tail -n 1)
-passed=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, 0 failed$/\1/p')
-[ -n "$passed" ] && [ "$passed" -ge 40 ] || { echo "expected '>= 40 passed, 0 failed', got: $last"; exit 1; }
+[ "$last" = "$listed passed, 0 failed" ] && [ "$listed" -ge 10 ] ||
+  fail "expected '$listed passed, 0 failed' (>= 10), got: $last"
+rows=$(echo "$out" | grep -c ' pass$')
+[ "$rows" = "$listed" ] || fail "expected $listed rows ending in 'pass', got $rows"
+
+err=$("$xgrad" gradcheck --filter '(' 2>&1); status=$?
+[ "$status" = 2 ] && [ "$(echo "$err" | wc -l)" = 1 ] || fail "a bad --filter: expected one line and exit 2, got $status: $err"
+echo "bad filter: $err"

@@ -1,27 +1,38 @@
-// Gradient checks of the elementwise ops and fused expressions.
-#include "checks/registry.hpp"
+// Gradient checks of the elementwise ops, scalar operands, broadcasting and fused expressions.
+#include "xgrad/check/registry.hpp"
+#include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {
 namespace {
 
-const Register registered_elementwise{{
-    {"add (broadcast bias)", "(3,4)+(4,)", [] { return gradcheck([](auto& a, auto& b) { return a + b; }, randn<2>({3, 4}), randn<1>({4}, 2)); }},
-    {"sub (size-1 dims)", "(3,1)-(1,4)", [] { return gradcheck([](auto& a, auto& b) { return a - b; }, randn<2>({3, 1}), randn<2>({1, 4}, 2)); }},
-    {"mul (scalar operand)", "(2,3,4)*()", [] { return gradcheck([](auto& a, auto& s) { return a * s; }, randn<3>({2, 3, 4}), randn<0>({}, 2)); }},
+const RegisterGradchecks registered_elementwise{"elementwise", {
+    {"add", "(3,4)+(4,) broadcast bias", [] { return gradcheck([](auto& a, auto& b) { return a + b; }, randn<2>({3, 4}), randn<1>({4}, 2)); }},
+    {"sub", "(3,1)-(1,4) size-1 dims", [] { return gradcheck([](auto& a, auto& b) { return a - b; }, randn<2>({3, 1}), randn<2>({1, 4}, 2)); }},
+    {"mul", "(2,3,4)*() scalar operand", [] { return gradcheck([](auto& a, auto& s) { return a * s; }, randn<3>({2, 3, 4}), randn<0>({}, 2)); }},
+    {"mul", "(5,) x*x*x+x one leaf thrice", [] { return gradcheck([](auto& v) { return v * v * v + v; }, randn<1>({5})); }},
     {"div", "(3,4)/(3,4)", [] { return gradcheck([](auto& a, auto& b) { return a / b; }, randn<2>({3, 4}), uniform<2>({3, 4}, 0.5, 2, 2)); }},
-    {"neg, scalar ops", "(5,)", [] { return gradcheck([](auto& a) { return 2.0 - a * 3.0 + 1.0 / (a * a + 1.0); }, randn<1>({5})); }},
+    {"div", "(3,4)/(3,1) x/(c*c+1)-c", [] { return gradcheck([](auto& x, auto& c) { return x / (c * c + 1.0) - c; }, randn<2>({3, 4}, 1), randn<2>({3, 1}, 3)); }},
+    {"mul+tanh", "(3,1),(1,4) c*r+tanh(c-r)", [] { return gradcheck([](auto& c, auto& r) { return c * r + tanh(c - r); }, randn<2>({3, 1}, 3), randn<2>({1, 4}, 4)); }},
+    {"add+mul", "(3,4),(4,) x*b+b bias used twice", [] { return gradcheck([](auto& x, auto& b) { return x * b + b; }, randn<2>({3, 4}, 1), randn<1>({4}, 2)); }},
+    {"neg", "(3,4)", [] { return gradcheck([](auto& a) { return -a; }, uniform<2>({3, 4}, -2, 2, 7)); }},
+    {"scalar ops", "(5,) 2-a*3+1/(a*a+1)", [] { return gradcheck([](auto& a) { return 2.0 - a * 3.0 + 1.0 / (a * a + 1.0); }, randn<1>({5})); }},
+    {"scalar ops", "(3,4) 2/(x+3)-1.5x", [] { return gradcheck([](auto& x) { return 2.0 / (x + 3.0) - 1.5 * x; }, uniform<2>({3, 4}, -1, 1, 7)); }},
+    {"scalar ops", "(3,4) 1-x/4", [] { return gradcheck([](auto& x) { return 1.0 - x / 4.0; }, uniform<2>({3, 4}, -1, 1, 7)); }},
     {"exp", "(3,4)", [] { return gradcheck([](auto& a) { return exp(a); }, randn<2>({3, 4})); }},
     {"log", "(3,4)", [] { return gradcheck([](auto& a) { return log(a); }, uniform<2>({3, 4}, 0.5, 3)); }},
     {"sqrt", "(2,3,2)", [] { return gradcheck([](auto& a) { return sqrt(a); }, uniform<3>({2, 3, 2}, 0.5, 3)); }},
-    {"pow", "(6,)", [] { return gradcheck([](auto& a) { return pow(a, 1.7); }, uniform<1>({6}, 0.5, 2)); }},
+    {"pow", "(6,) p=1.7", [] { return gradcheck([](auto& a) { return pow(a, 1.7); }, uniform<1>({6}, 0.5, 2)); }},
+    {"pow", "(3,4) p=-1", [] { return gradcheck([](auto& a) { return pow(a, -1.0); }, uniform<2>({3, 4}, 0.5, 2, 7)); }},
     {"tanh", "(3,4)", [] { return gradcheck([](auto& a) { return tanh(a); }, randn<2>({3, 4})); }},
     {"sigmoid", "(3,4)", [] { return gradcheck([](auto& a) { return sigmoid(a); }, randn<2>({3, 4}, 3)); }},
-    {"relu", "(3,4)", [] { return gradcheck([](auto& a) { return relu(a) + a * 0.1; }, randn<2>({3, 4}, 4)); }},
-    {"gelu (erf)", "(3,4)", [] { return gradcheck([](auto& a) { return gelu(a); }, randn<2>({3, 4}, 5)); }},
-    {"gelu (tanh)", "(3,4)", [] { return gradcheck([](auto& a) { return gelu_tanh(a); }, randn<2>({3, 4}, 6)); }},
-    {"abs", "(3,4)", [] { return gradcheck([](auto& a) { return abs(a); }, randn<2>({3, 4}, 7)); }},
+    {"relu", "(3,4) both sides, +0.1x", [] { return gradcheck([](auto& a) { return relu(a) + a * 0.1; }, randn<2>({3, 4}, 4)); }},
+    {"relu", "(3,4) negative side, +x", [] { return gradcheck([](auto& a) { return relu(a) + a; }, uniform<2>({3, 4}, -2, -0.1, 7)); }},
+    {"gelu", "(3,4) erf", [] { return gradcheck([](auto& a) { return gelu(a); }, randn<2>({3, 4}, 5)); }},
+    {"gelu_tanh", "(3,4)", [] { return gradcheck([](auto& a) { return gelu_tanh(a); }, randn<2>({3, 4}, 6)); }},
+    {"abs", "(3,4) both sides", [] { return gradcheck([](auto& a) { return abs(a); }, randn<2>({3, 4}, 7)); }},
+    {"abs", "(3,4) negative side", [] { return gradcheck([](auto& a) { return abs(a); }, uniform<2>({3, 4}, -2, -0.1, 7)); }},
     {"square", "(3,4)", [] { return gradcheck([](auto& a) { return square(a); }, randn<2>({3, 4}, 8)); }},
-    {"fused tanh(a*b+c)*d", "(3,4),(3,4),(4,),(3,4)",
+    {"fused expression", "(3,4),(3,4),(4,),(3,4) tanh(a*b+c)*d",
      [] {
          return gradcheck([](auto& a, auto& b, auto& c, auto& d) { return tanh(a * b + c) * d; }, randn<2>({3, 4}, 1),
                           randn<2>({3, 4}, 2), randn<1>({4}, 3), randn<2>({3, 4}, 4));

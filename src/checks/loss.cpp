@@ -1,19 +1,21 @@
-// Gradient checks for the losses: mse_loss and cross_entropy.
+// Gradient checks for the losses: mse_loss and cross_entropy (every reduction, ignore_index,
+// label smoothing, class axis 0 or 1).
 #include <cstdint>
 
-#include "checks/registry.hpp"
-#include "xgrad/ops/loss.hpp"
+#include "xgrad/check/registry.hpp"
+#include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {
 namespace {
 
 using I64 = std::int64_t;
+const auto mse = [](auto& x, auto& t) { return mse_loss(x, t); };
+const auto mse_sum = [](auto& x, auto& t) { return mse_loss(x, t, LossReduction::sum); };
 
-const Register registered_loss{{
-    {"mse_loss", "(3,4) mean, target Var",
-     [] {
-         return gradcheck([](auto& x, auto& t) { return mse_loss(x, t); }, randn<2>({3, 4}, 1), randn<2>({3, 4}, 2));
-     }},
+const RegisterGradchecks registered_loss{"loss", {
+    {"mse_loss", "(3,4) mean, target Var", [] { return gradcheck(mse, randn<2>({3, 4}, 1), randn<2>({3, 4}, 2)); }},
+    {"mse_loss", "(3,4) sum, target Var", [] { return gradcheck(mse_sum, randn<2>({3, 4}, 1), randn<2>({3, 4}, 2)); }},
+    {"mse_loss", "(2,1,3) mean, target Var", [] { return gradcheck(mse, randn<3>({2, 1, 3}, 3), randn<3>({2, 1, 3}, 4)); }},
     {"mse_loss", "(2,1,3) sum, const target",
      [] {
          const auto t = randn<3>({2, 1, 3}, 3);
@@ -29,6 +31,12 @@ const Register registered_loss{{
          const xt::xtensor<I64, 1> t{2, 0, 0, 1, 2};
          return gradcheck([&](auto& z) { return cross_entropy(z, t); }, randn<2>({5, 3}, 7));
      }},
+    {"cross_entropy", "(5,3) sum, ignore_index, smoothing 0.3",
+     [] {
+         const xt::xtensor<I64, 1> t{2, -100, 0, 1, 2};
+         const CrossEntropyOptions opt{.label_smoothing = 0.3, .reduction = LossReduction::sum};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, opt); }, randn<2>({5, 3}, 7));
+     }},
     {"cross_entropy", "(5,4) ignore_index, smoothing 0.2",
      [] {
          const xt::xtensor<I64, 1> t{3, -100, 0, 1, -100};
@@ -40,12 +48,19 @@ const Register registered_loss{{
          const CrossEntropyOptions opt{.ignore_index = 1, .reduction = LossReduction::sum};
          return gradcheck([&](auto& z) { return cross_entropy(z, t, opt); }, randn<3>({2, 4, 3}, 9));
      }},
+    {"cross_entropy", "(2,4,3) mean, ignore_index, smoothing 0.3",
+     [] {
+         const xt::xtensor<I64, 2> t{{0, 3, 1}, {-100, 2, 2}};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, {.label_smoothing = 0.3}); }, randn<3>({2, 4, 3}, 8));
+     }},
     {"cross_entropy", "(4,3) unreduced, smoothing 0.1",
      [] {
          const xt::xtensor<I64, 1> t{1, 2, 0, 1};
          return gradcheck([&](auto& z) { return cross_entropy(z, t, unreduced, {.label_smoothing = 0.1}); },
                           randn<2>({4, 3}, 10));
      }},
+    {"cross_entropy", "(4) one sample, target 2",
+     [] { return gradcheck([](auto& z) { return cross_entropy(z, xt::xtensor<I64, 0>(2)); }, randn<1>({4}, 10)); }},
 }};
 
 }  // namespace

@@ -1,10 +1,10 @@
-// Gradient checks for the embedding op and the nn layers (Embedding, LayerNorm, Dropout,
-// PositionalEncoding) composed with Linear.
+// Gradient checks for the embedding op and the nn layers (Linear, Embedding, LayerNorm, Dropout,
+// PositionalEncoding), alone and composed; a module's parameters enter as one flat input
+// (xgrad/check/module_check.hpp).
 #include <cstdint>
 
-#include "checks/registry.hpp"
-#include "xgrad/nn/layers.hpp"
-#include "xgrad/nn/linear.hpp"
+#include "xgrad/check/registry.hpp"
+#include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {
 namespace {
@@ -20,7 +20,7 @@ auto layer_norm_module(const Var<double, N>& x, const Var<double, 1>& w, const V
     return ln(x);
 }
 
-const Register registered_nn_layers{{
+const RegisterGradchecks registered_nn_layers{"nn_layers", {
     {"embedding", "(4,3) by indices (2,3) with repeats",
      [] {
          const Idx2 idx{{0, 3, 3}, {2, 0, 3}};
@@ -31,17 +31,38 @@ const Register registered_nn_layers{{
          const Idx3 idx{{{4, 1}, {4, 4}}, {{0, 3}, {1, 1}}};
          return gradcheck([&](auto& w) { return embedding(w, idx); }, randn<2>({5, 2}, 42));
      }},
-    {"LayerNorm", "module (2,3,4) affine",
+    {"Linear", "module (2,3,4) -> 3, w.r.t. x and parameters",
+     [] {
+         Generator gen(3);
+         const nn::Linear<double> lin(4, 3, gen);
+         return gradcheck([&](auto& flat, auto& x) { return with_flat_parameters(lin, flat)(x); },
+                          flatten_parameters(lin), randn<3>({2, 3, 4}, 40));
+     }},
+    {"Linear", "module (5,4) -> 2 no bias",
+     [] {
+         Generator gen(4);
+         const nn::Linear<double> lin(4, 2, gen, false);
+         return gradcheck([&](auto& flat, auto& x) { return with_flat_parameters(lin, flat)(x); },
+                          flatten_parameters(lin), randn<2>({5, 4}, 41));
+     }},
+    {"Embedding", "module (5,3) by indices (2,3)",
+     [] {
+         Generator gen(5);
+         const nn::Embedding<double> emb(5, 3, gen);
+         const Idx2 idx{{4, 0, 4}, {1, 2, 1}};
+         return gradcheck([&](auto& flat) { return with_flat_parameters(emb, flat)(idx); }, flatten_parameters(emb));
+     }},
+    {"LayerNorm", "(2,3,4) affine",
      [] {
          return gradcheck([](auto& x, auto& w, auto& b) { return layer_norm_module(x, w, b); }, randn<3>({2, 3, 4}, 43),
                           randn<1>({4}, 44), randn<1>({4}, 45));
      }},
-    {"LayerNorm", "module (3,5) no affine",
+    {"LayerNorm", "(3,5) no affine",
      [] {
          nn::LayerNorm<double> ln(5, 1e-5, false);
          return gradcheck([&](auto& x) { return ln(x); }, randn<2>({3, 5}, 46));
      }},
-    {"PositionalEncoding+Linear", "(2,3,4) -> Linear(4,3)",
+    {"PositionalEncoding", "(2,3,4) -> linear(4,3)",
      [] {
          nn::PositionalEncoding<double> pe(4, 0.0, 8);
          return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({2, 3, 4}, 47),
@@ -54,7 +75,7 @@ const Register registered_nn_layers{{
          return gradcheck([&](auto& table, auto& w, auto& b) { return layer_norm_module(pe(embedding(table, idx)), w, b); },
                           randn<2>({6, 4}, 50), randn<1>({4}, 51), randn<1>({4}, 52));
      }},
-    {"Dropout+Linear", "(3,4) p=0.4 -> Linear(4,2)",
+    {"Dropout", "(3,4) p=0.4 -> linear(4,2)",
      [] {
          Generator gen;
          nn::Dropout drop(0.4, gen);

@@ -1,7 +1,6 @@
 // Gradient checks for layer_norm and dropout (the dropout mask is fixed by re-seeding per call).
-#include "checks/registry.hpp"
-#include "xgrad/ops/dropout.hpp"
-#include "xgrad/ops/norm.hpp"
+#include "xgrad/check/registry.hpp"
+#include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {
 namespace {
@@ -16,21 +15,34 @@ GradcheckResult check_dropout(auto x, double p) {
         x);
 }
 
-const Register registered_norm_dropout{{
+const auto affine = [](auto& x, auto& w, auto& b) { return layer_norm(x, w, b); };
+
+const RegisterGradchecks registered_norm_dropout{"norm_dropout", {
     {"layer_norm", "(4,5) affine (5) (5)",
-     [] {
-         return gradcheck([](auto& x, auto& w, auto& b) { return layer_norm(x, w, b); }, randn<2>({4, 5}, 1),
-                          randn<1>({5}, 2), randn<1>({5}, 3));
-     }},
+     [] { return gradcheck(affine, randn<2>({4, 5}, 1), randn<1>({5}, 2), randn<1>({5}, 3)); }},
     {"layer_norm", "(2,3,4) affine (4) (4)",
+     [] { return gradcheck(affine, randn<3>({2, 3, 4}, 4), randn<1>({4}, 5), randn<1>({4}, 6)); }},
+    {"layer_norm", "(3,5) const weight and bias",
      [] {
-         return gradcheck([](auto& x, auto& w, auto& b) { return layer_norm(x, w, b); }, randn<3>({2, 3, 4}, 4),
-                          randn<1>({4}, 5), randn<1>({4}, 6));
+         const auto w = constant(randn<1>({5}, 9)), b = constant(randn<1>({5}, 10));
+         return gradcheck([&](auto& x) { return layer_norm(x, w, b); }, randn<2>({3, 5}, 11));
      }},
     {"layer_norm", "(3,6) no affine, eps 1e-3",
      [] { return gradcheck([](auto& x) { return layer_norm(x, 1e-3); }, randn<2>({3, 6}, 7)); }},
+    {"layer_norm", "(7) no affine, eps 1e-3",
+     [] { return gradcheck([](auto& x) { return layer_norm(x, 1e-3); }, randn<1>({7}, 8)); }},
     {"dropout", "(3,5) p=0.3", [] { return check_dropout(randn<2>({3, 5}, 8), 0.3); }},
     {"dropout", "(2,2,4) p=0.6", [] { return check_dropout(randn<3>({2, 2, 4}, 9), 0.6); }},
+    {"dropout", "(10) sum(dropout(x)*x), p=0.3",
+     [] {
+         Generator gen;
+         return gradcheck(
+             [&](auto& x) {
+                 gen.manual_seed(2024);
+                 return sum(dropout(x, 0.3, true, gen) * x);
+             },
+             randn<1>({10}, 3));
+     }},
 }};
 
 }  // namespace

@@ -1,20 +1,17 @@
-// scaled_dot_product_attention and nn::MultiheadAttention: whole-module gradchecks (inputs and
-// every parameter, full Jacobian) over every flag combination and mask kind, initialization,
-// dropout, errors, SDPA's mask types. Values (PyTorch parity and by hand): attention_parity.cpp.
+// scaled_dot_product_attention and nn::MultiheadAttention: initialization, dropout, errors, SDPA's
+// mask types. Values (PyTorch parity and by hand): attention_parity.cpp. Their gradchecks (every
+// flag combination and mask kind): src/checks/attention.cpp and attention_flags.cpp.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
-#include <xtensor/xadapt.hpp>
 
 #include "xgrad/nn/attention.hpp"
-#include "xgrad/check/module_check.hpp"
 #include "xgrad/xgrad.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
@@ -28,189 +25,12 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-// ---- gradcheck w.r.t. the parameters: they all become slices of one flat input ----
-
-
-template <class Var_>
-Var<double, 1> flat(const Var_& v) {
-    return reshape<1>(v, {-1});
-}
-
-// Full-Jacobian gradcheck of output (and attention weights) w.r.t. query, key, value and every parameter.
-template <std::size_t N>
-GradcheckResult check_module(const Mha& m, const xt::xtensor<double, N>& q, const xt::xtensor<double, N>& k,
-                             const xt::xtensor<double, N>& v, const nn::MhaForwardOptions<double>& fo,
-                             Generator* reseed = nullptr) {
-    GradcheckOptions opt;
-    opt.mode = GradcheckOptions::Mode::full;
-    return gradcheck(
-        [&](const auto& query, const auto& key, const auto& value, const auto& params) {
-            if (reseed) reseed->manual_seed(7);  // the same dropout mask on every evaluation
-            const auto r = with_flat_parameters(m, params).forward(query, key, value, fo);
-            std::vector<Var<double, 1>> parts{flat(r.output)};
-            if (r.attn_weights) parts.push_back(flat(r.attn_weights));
-            if (r.attn_weights_per_head) parts.push_back(flat(r.attn_weights_per_head));
-            return concat(parts, 0);
-        },
-        q, k, v, flatten_parameters(m), opt);
-}
-
-// ---- the flag combinations ----
-
-struct Flags {
-    bool bias, add_bias_kv, add_zero_attn, kvdim, batch_first, batched;
-    std::string str() const {
-        return std::string("bias=") + (bias ? "1" : "0") + " bias_kv=" + (add_bias_kv ? "1" : "0") +
-               " zero_attn=" + (add_zero_attn ? "1" : "0") + " kvdim=" + (kvdim ? "1" : "0") +
-               " batch_first=" + (batch_first ? "1" : "0") + " batched=" + (batched ? "1" : "0");
-    }
-};
-std::vector<Flags> all_flags() {
-    std::vector<Flags> out;
-    for (int i = 0; i < 64; ++i)
-        out.push_back({bool(i & 1), bool(i & 2), bool(i & 4), bool(i & 8), bool(i & 16), bool(i & 32)});
-    return out;
-}
-
-template <std::size_t R>
-void randomize(Var<double, R>& p, unsigned seed) {
-    std::array<std::size_t, R> shape;
-    std::copy(p.shape().begin(), p.shape().end(), shape.begin());
-    p.value() = 0.5 * randn<R>(shape, seed);
-}
-
-constexpr std::size_t E = 4, H = 2, L = 3, NB = 2;  // embed_dim, heads, query length, batch
-
-Mha make_module(const Flags& f, double dropout = 0) {
-    nn::MultiheadAttentionOptions o;
-    o.embed_dim = E, o.num_heads = H, o.dropout = dropout, o.bias = f.bias;
-    o.add_bias_kv = f.add_bias_kv, o.add_zero_attn = f.add_zero_attn, o.batch_first = f.batch_first;
-    if (f.kvdim) o.kdim = 3, o.vdim = 5;
-    Generator gen(11);
-    Mha m(o, gen);
-    // torch's init zeroes the biases; random values exercise their gradients better
-    unsigned seed = 100;
-    for_each_parameter(m, [&](const std::string&, auto& p) { randomize(p, seed++); });
-    return m;
-}
-
-// Random bool (true = ignore, ~35%; fully masked rows happen and give zero gradient) and float (normal, ~20% -inf) masks of any shape.
-xt::xarray<bool> random_bool(std::vector<std::size_t> shape, unsigned seed) {
-    std::mt19937_64 rng(seed);
-    xt::xarray<bool> m(shape);
-    for (auto& x : m) x = rng() % 100 < 35;
-    m.data()[0] = false;  // never every key of the first query: then some gradient reaches each input
-    return m;
-}
-xt::xarray<double> random_float(std::vector<std::size_t> shape, unsigned seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> d;
-    xt::xarray<double> m(shape);
-    for (auto& x : m) x = rng() % 100 < 20 ? -inf : d(rng);
-    return m;
-}
-
-enum class Masks { none, kpm_bool, kpm_float, attn2_bool, attn2_float, attn3_bool, attn3_float, causal, mixed, valid_lens };
-
-nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t S, unsigned seed) {
-    nn::MhaForwardOptions<double> fo;
-    const std::size_t n = f.batched ? NB : 1;
-    const auto kpm = f.batched ? std::vector<std::size_t>{NB, S} : std::vector<std::size_t>{S};
-    switch (kind) {
-        case Masks::none: break;
-        case Masks::kpm_bool: fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed)); break;
-        case Masks::kpm_float: fo.key_padding_mask = Mask::from_float(random_float(kpm, seed)); break;
-        case Masks::attn2_bool: fo.attn_mask = Mask::from_bool(random_bool({L, S}, seed)); break;
-        case Masks::attn2_float: fo.attn_mask = Mask::from_float(random_float({L, S}, seed)); break;
-        case Masks::attn3_bool: fo.attn_mask = Mask::from_bool(random_bool({n * H, L, S}, seed)); break;
-        case Masks::attn3_float: fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed)); break;
-        case Masks::causal: fo.is_causal = true; break;
-        case Masks::mixed:  // bool key padding + float 3-D attn_mask, per-head weights
-            fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed));
-            fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed + 1));
-            fo.average_attn_weights = false;
-            break;
-        case Masks::valid_lens: {  // per query, with a float key padding mask; no weights returned
-            xt::xarray<std::int64_t> lens = f.batched ? xt::xarray<std::int64_t>{{1, 2, 0}, {2, 0, 1}}
-                                                      : xt::xarray<std::int64_t>{2, 1, 0};
-            fo.valid_lens = lens;
-            fo.key_padding_mask = Mask::from_float(random_float(kpm, seed));
-            fo.need_weights = false;
-            break;
-        }
-    }
-    return fo;
-}
-
-// Runs the whole-module gradcheck for every flag combination with each mask kind in `kinds`, with
-// the weights returned and, every fourth case, without (then, without dropout, the attention is one
-// fused op).
-void check_all_combinations(const std::vector<Masks>& kinds) {
-    unsigned seed = 1;
-    for (const auto& f : all_flags())
-        for (auto kind : kinds) {
-            const std::size_t S = 2 + seed % 2, kd = f.kvdim ? 3 : E, vd = f.kvdim ? 5 : E;
-            const Mha m = make_module(f);
-            const auto masks = make_masks(kind, f, S, seed);
-            for (bool need_weights : {true, false}) {
-                if (need_weights && !masks.need_weights) continue;  // this mask kind returns none
-                // the fused op on every fourth case (its equality with the two ops on each mask kind and
-                // flag is tested in attention_fused.cpp): the sanitizer build's time
-                if (!need_weights && masks.need_weights && seed % 4 != 0) continue;
-                auto fo = masks;
-                fo.need_weights = need_weights;
-                INFO(f.str() << " masks=" << int(kind) << " S=" << S << " need_weights=" << need_weights);
-                GradcheckResult r;
-                if (f.batched) {
-                    auto shape = [&](std::size_t len, std::size_t d) {
-                        return f.batch_first ? std::array<std::size_t, 3>{NB, len, d} : std::array<std::size_t, 3>{len, NB, d};
-                    };
-                    r = check_module<3>(m, randn<3>(shape(L, E), seed), randn<3>(shape(S, kd), seed + 1),
-                                        randn<3>(shape(S, vd), seed + 2), fo);
-                } else {
-                    r = check_module<2>(m, randn<2>({L, E}, seed), randn<2>({S, kd}, seed + 1),
-                                        randn<2>({S, vd}, seed + 2), fo);
-                }
-                INFO(r.report());
-                CHECK(r.passed);
-            }
-            ++seed;
-        }
-}
-
 template <class A>
 bool all_finite(const A& a) {
     return std::all_of(a.begin(), a.end(), [](double x) { return std::isfinite(x); });
 }
 
 }  // namespace
-
-// ---- whole-module gradchecks ----
-
-TEST_CASE("MultiheadAttention gradcheck: every flag combination, no mask and key_padding_mask (bool, float)") {
-    check_all_combinations({Masks::none, Masks::kpm_bool, Masks::kpm_float});
-}
-TEST_CASE("MultiheadAttention gradcheck: every flag combination, attn_mask 2-D / 3-D, bool / float") {
-    check_all_combinations({Masks::attn2_bool, Masks::attn2_float, Masks::attn3_bool, Masks::attn3_float});
-}
-TEST_CASE("MultiheadAttention gradcheck: every flag combination, is_causal, mixed masks, valid_lens") {
-    check_all_combinations({Masks::causal, Masks::mixed, Masks::valid_lens});
-}
-
-TEST_CASE("MultiheadAttention gradcheck with dropout (training, reseeded generator)") {
-    for (bool batched : {true, false}) {
-        const Flags f{true, true, false, false, false, batched};
-        Mha m = make_module(f, 0.3);
-        Generator g;
-        m.dropout_generator = &g;
-        const auto fo = make_masks(Masks::kpm_bool, f, 3, 5);
-        const auto r = batched ? check_module<3>(m, randn<3>({L, NB, E}, 1), randn<3>({3, NB, E}, 2),
-                                                 randn<3>({3, NB, E}, 3), fo, &g)
-                               : check_module<2>(m, randn<2>({L, E}, 1), randn<2>({3, E}, 2), randn<2>({3, E}, 3), fo, &g);
-        INFO(r.report());
-        CHECK(r.passed);
-    }
-}
 
 TEST_CASE("MultiheadAttention initialization, parameter names and shapes as torch") {
     Generator g(5);
@@ -335,29 +155,8 @@ TEST_CASE("scaled_dot_product_attention: mask types, causal, scale, fully masked
     CHECK(vl.value()(0, 1, 1) == doctest::Approx(2.0));
 }
 
-TEST_CASE("scaled_dot_product_attention gradcheck (rank 3 and 4, each mask type) and errors") {
-    auto check = [](auto f, const auto&... x) {
-        const auto r = gradcheck(f, x...);
-        INFO(r.report());
-        CHECK(r.passed);
-    };
+TEST_CASE("scaled_dot_product_attention shape and argument errors") {
     const auto q = randn<4>({2, 2, 3, 4}, 1), k = randn<4>({2, 2, 5, 4}, 2), v = randn<4>({2, 2, 5, 3}, 3);
-    check([](const auto& a, const auto& b, const auto& c) { return scaled_dot_product_attention(a, b, c); }, q, k, v);
-    const xt::xtensor<bool, 4> keep = xt::xtensor<bool, 4>(randn<4>({2, 1, 3, 5}, 4) > -0.5);
-    check([&](const auto& a, const auto& b, const auto& c) { return scaled_dot_product_attention(a, b, c, keep_mask(keep)); },
-          q, k, v);
-    check([](const auto& a, const auto& b, const auto& c) {
-        return scaled_dot_product_attention(a, b, c, additive_mask(randn<2>({3, 5}, 5)), 0.0, true, 0.7);
-    }, q, k, v);
-    check([](const auto& a, const auto& b, const auto& c) {
-        return scaled_dot_product_attention(a, b, c, valid_lens(xt::xtensor<std::int64_t, 1>{2, 5}));
-    }, randn<3>({2, 3, 4}, 6), randn<3>({2, 5, 4}, 7), randn<3>({2, 5, 2}, 8));
-    Generator g;
-    check([&](const auto& a, const auto& b, const auto& c) {
-        g.manual_seed(3);
-        return scaled_dot_product_attention(a, b, c, no_mask, 0.4, false, std::nullopt, &g);
-    }, randn<3>({2, 3, 4}, 6), randn<3>({2, 5, 4}, 7), randn<3>({2, 5, 2}, 8));
-
     const auto cq = constant(q), ck = constant(k), cv = constant(v);
     CHECK_THROWS_AS(scaled_dot_product_attention(cq, cv, cv), shape_error);  // E differs
     CHECK_THROWS_AS(scaled_dot_product_attention(cq, ck, constant(randn<4>({2, 2, 4, 3}))), shape_error);  // S

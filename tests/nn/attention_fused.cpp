@@ -2,7 +2,7 @@
 // stay inside: it must give what the two ops (attention_weights, attention_context) give, the
 // output and every gradient, on every mask kind and on lengths that cross SIMD vectors and the
 // softmax's chunks of columns; its study internals must be those of the weights op; and its result
-// must not depend on the thread count. Its gradcheck is in attention.cpp (need_weights false).
+// must not depend on the thread count. Its gradcheck: src/checks/attention_flags.cpp (need_weights 0).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

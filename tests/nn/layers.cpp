@@ -1,4 +1,5 @@
-// embedding op and the Embedding, LayerNorm, Dropout, PositionalEncoding modules.
+// embedding op and the Embedding, LayerNorm, Dropout, PositionalEncoding modules (their gradchecks:
+// src/checks/nn_layers.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -75,17 +76,6 @@ TEST_CASE("embedding: backward scatter-adds; repeated indices accumulate; paddin
     CHECK(w.grad()(2, 0) == 1);
 }
 
-TEST_CASE("embedding: gradcheck on two shapes, with repeated indices") {
-    const Idx2 idx{{0, 2, 2}, {1, 0, 2}};
-    auto r = gradcheck([&](auto& w) { return embedding(w, idx); }, randn<2>({3, 4}, 11));
-    INFO(r.report());
-    CHECK(r.passed);
-    const xt::xtensor<std::int64_t, 3> idx3{{{4, 1}, {4, 4}}, {{0, 3}, {1, 1}}};
-    auto r2 = gradcheck([&](auto& w) { return embedding(w, idx3); }, randn<2>({5, 2}, 12));
-    INFO(r2.report());
-    CHECK(r2.passed);
-}
-
 TEST_CASE("embedding: errors name the bad index, its position and the table") {
     tape().clear();
     auto w = parameter(table(5));
@@ -135,15 +125,6 @@ TEST_CASE("nn::LayerNorm: ones/zeros init, matches layer_norm, no-affine option"
     CHECK(!plain.weight);
     CHECK(parameter_count(plain) == 0);
     CHECK(plain(x).value()(0, 0) == doctest::Approx(-1.5 / std::sqrt(1.25 + 1e-3)).epsilon(1e-12));
-    auto r = gradcheck(
-        [](auto& xin, auto& w, auto& b) {
-            nn::LayerNorm<double> m;
-            m.weight = w, m.bias = b;
-            return m(xin);
-        },
-        randn<3>({2, 3, 5}, 21), randn<1>({5}, 22), randn<1>({5}, 23));
-    INFO(r.report());
-    CHECK(r.passed);
     CHECK_THROWS_AS(ln(constant(xt::xtensor<double, 2>::from_shape({2, 3}))), shape_error);
     CHECK_THROWS_AS(nn::LayerNorm<double>(0), value_error);
 }
@@ -210,21 +191,6 @@ TEST_CASE("nn::PositionalEncoding: sinusoid table values, added to (B, T, d), dr
     CHECK_THROWS_AS(pe(constant(xt::xtensor<double, 3>::from_shape({1, 11, 4}))), shape_error);  // T > max_len
     CHECK_THROWS_AS(pe(constant(xt::xtensor<double, 3>::from_shape({1, 2, 5}))), shape_error);   // d differs
     CHECK_THROWS_AS(nn::PositionalEncoding<double>(0, 0.1), value_error);
-}
-
-TEST_CASE("PositionalEncoding + Linear and Embedding + LayerNorm: gradcheck through modules") {
-    Generator gen(1);
-    nn::Linear<double> lin(4, 3, gen);
-    nn::PositionalEncoding<double> pe(4, 0.0, 8);
-    auto r = gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({2, 3, 4}, 31),
-                       xt::xtensor<double, 2>(lin.weight.value()), xt::xtensor<double, 1>(lin.bias.value()));
-    INFO(r.report());
-    CHECK(r.passed);
-    const Idx2 idx{{1, 0, 1}};
-    auto r2 = gradcheck([&](auto& table, auto& w, auto& b) { return layer_norm(embedding(table, idx), w, b); },
-                        randn<2>({2, 4}, 32), randn<1>({4}, 33), randn<1>({4}, 34));
-    INFO(r2.report());
-    CHECK(r2.passed);
 }
 
 }  // namespace test_nn_layers

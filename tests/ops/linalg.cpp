@@ -1,4 +1,5 @@
-// Tests for matmul and linear: hand-computed values, plain-loop references, gradchecks, errors.
+// Tests for matmul and linear: hand-computed values, plain-loop references, errors (gradchecks:
+// src/checks/linalg.cpp).
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -11,7 +12,6 @@
 namespace test_ops_linalg {
 
 using xgrad::constant;
-using xgrad::gradcheck;
 using xgrad::parameter;
 using xgrad::randn;
 using S2 = std::array<std::size_t, 2>;
@@ -126,45 +126,6 @@ TEST_CASE("linear on a rank-1 input, hand-computed") {
     xgrad::tape().clear();
 }
 
-TEST_CASE("matmul gradchecks") {
-    auto mm = [](auto& a, auto& b) { return xgrad::matmul(a, b); };
-    SUBCASE("2-D") {
-        auto r = gradcheck(mm, randn<2>(S2{3, 4}, 1), randn<2>(S2{4, 2}, 2));
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r2 = gradcheck(mm, randn<2>(S2{1, 5}, 3), randn<2>(S2{5, 3}, 4));
-        INFO(r2.report());
-        CHECK(r2.passed);
-    }
-    SUBCASE("batched rank 3") {
-        auto r = gradcheck(mm, randn<3>(S3{2, 3, 4}, 5), randn<3>(S3{2, 4, 2}, 6));
-        INFO(r.report());
-        CHECK(r.passed);
-    }
-    SUBCASE("batched rank 4") {
-        auto r = gradcheck(mm, randn<4>(S4{2, 2, 2, 3}, 7), randn<4>(S4{2, 2, 3, 2}, 8));
-        INFO(r.report());
-        CHECK(r.passed);
-    }
-    SUBCASE("folded 3-D · 2-D and 4-D · 2-D") {
-        auto r = gradcheck(mm, randn<3>(S3{2, 3, 4}, 9), randn<2>(S2{4, 3}, 10));
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r2 = gradcheck(mm, randn<4>(S4{2, 2, 1, 3}, 11), randn<2>(S2{3, 2}, 12));
-        INFO(r2.report());
-        CHECK(r2.passed);
-    }
-    SUBCASE("same operand twice, and expression operands") {
-        auto r = gradcheck([](auto& a) { return xgrad::matmul(a, a); }, randn<2>(S2{3, 3}, 13));
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r2 = gradcheck([](auto& a, auto& b) { return xgrad::matmul(xgrad::tanh(a), b * 2.0); },
-                            randn<3>(S3{2, 2, 3}, 14), randn<3>(S3{2, 3, 2}, 15));
-        INFO(r2.report());
-        CHECK(r2.passed);
-    }
-}
-
 TEST_CASE_TEMPLATE("linear's bias gradient sums dY over the rows, and accumulates over two uses", T, float, double) {
     // 70 outputs: whole blocks of 4 vectors of columns and a partial one, in float and double
     const std::size_t rows = 5, in = 3, out = 70;
@@ -180,43 +141,6 @@ TEST_CASE_TEMPLATE("linear's bias gradient sums dY over the rows, and accumulate
         CHECK(double(b.grad()(o)) == doctest::Approx(expected).epsilon(1e-5));
     }
     xgrad::tape().clear();
-}
-
-TEST_CASE("linear gradchecks") {
-    auto lin = [](auto& x, auto& w, auto& b) { return xgrad::linear(x, w, b); };
-    auto lin0 = [](auto& x, auto& w) { return xgrad::linear(x, w); };
-    const auto w = randn<2>(S2{3, 4}, 21);
-    const auto b = randn<1>({3}, 22);
-    SUBCASE("rank 1") {
-        auto r = gradcheck(lin, randn<1>({4}, 23), w, b);
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r0 = gradcheck(lin0, randn<1>({4}, 23), w);
-        INFO(r0.report());
-        CHECK(r0.passed);
-    }
-    SUBCASE("rank 2") {
-        auto r = gradcheck(lin, randn<2>(S2{5, 4}, 24), w, b);
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r0 = gradcheck(lin0, randn<2>(S2{5, 4}, 24), w);
-        INFO(r0.report());
-        CHECK(r0.passed);
-    }
-    SUBCASE("rank 3") {
-        auto r = gradcheck(lin, randn<3>(S3{2, 3, 4}, 25), w, b);
-        INFO(r.report());
-        CHECK(r.passed);
-        auto r0 = gradcheck(lin0, randn<3>(S3{2, 3, 4}, 25), w);
-        INFO(r0.report());
-        CHECK(r0.passed);
-    }
-    SUBCASE("two layers: linear(tanh(linear(x, W1)), W2)") {
-        auto mlp = [](auto& x, auto& w1, auto& w2) { return xgrad::linear(xgrad::tanh(xgrad::linear(x, w1)), w2); };
-        auto r = gradcheck(mlp, randn<2>(S2{3, 4}, 26), w, randn<2>(S2{2, 3}, 27));
-        INFO(r.report());
-        CHECK(r.passed);
-    }
 }
 
 TEST_CASE("matmul and linear send no gradient to constants") {

@@ -1,4 +1,5 @@
-// Shape ops: hand-computed values, round trips, hand-computed and checked gradients, errors.
+// Shape ops: hand-computed values, round trips, hand-computed gradients, errors (gradchecks:
+// src/checks/shape.cpp).
 #include <limits>
 #include <vector>
 
@@ -16,13 +17,6 @@ using D1 = xt::xtensor<double, 1>;
 using D2 = xt::xtensor<double, 2>;
 using D3 = xt::xtensor<double, 3>;
 using D4 = xt::xtensor<double, 4>;
-
-void check_all(std::initializer_list<GradcheckResult> results) {
-    for (const auto& r : results) {
-        INFO(r.report());
-        CHECK(r.passed);
-    }
-}
 }  // namespace
 
 TEST_CASE("reshape keeps row-major order and infers one -1") {
@@ -187,56 +181,6 @@ TEST_CASE("expand broadcasts by numpy rules; its gradient sums the repeats (by h
     auto q = parameter(D2{{1}, {2}, {3}});
     backward(sum(expand<3>(q, {2, 3, 2})));
     CHECK(q.grad() == D2{{4}, {4}, {4}});
-}
-
-TEST_CASE("shape ops pass gradcheck on two or more shapes each") {
-    auto a23 = randn<2>({2, 3}, 1);
-    auto a234 = randn<3>({2, 3, 4}, 2);
-    auto a2132 = randn<4>({2, 1, 3, 2}, 3);
-    check_all({
-        gradcheck([](auto& x) { return reshape<2>(x, {3, -1}); }, a23),
-        gradcheck([](auto& x) { return reshape<2>(x, {-1, 6}); }, a234),
-        gradcheck([](auto& x) { return permute(x, {2, 0, 1}); }, a234),
-        gradcheck([](auto& x) { return permute(x, {3, 1, 0, 2}); }, a2132),
-        gradcheck([](auto& x) { return transpose(x, 0, 1); }, a23),
-        gradcheck([](auto& x) { return transpose(x, -1, 0); }, a234),
-        gradcheck([](auto& x) { return transpose(x, 1, 2); }, a2132),
-    });
-}
-
-TEST_CASE("head split/merge pass gradcheck") {
-    auto a = randn<3>({2, 3, 6}, 4);
-    auto b = randn<3>({1, 4, 4}, 5);
-    auto c = randn<3>({6, 2, 2}, 6);
-    auto d = randn<4>({2, 3, 2, 2}, 7);
-    check_all({
-        gradcheck([](auto& x) { return split_heads(x, 3); }, a),
-        gradcheck([](auto& x) { return split_heads(x, 2); }, b),
-        gradcheck([](auto& x) { return split_heads4(x, 2); }, a),
-        gradcheck([](auto& x) { return split_heads4(x, 4); }, b),
-        gradcheck([](auto& x) { return merge_heads(x, 3); }, c),
-        gradcheck([](auto& x) { return merge_heads(x, 2); }, a),
-        gradcheck([](auto& x) { return merge_heads4(x); }, d),
-        gradcheck([](auto& x) { return merge_heads4(x); }, randn<4>({1, 2, 3, 1}, 8)),
-    });
-}
-
-TEST_CASE("concat, slice, narrow, expand pass gradcheck") {
-    auto a = randn<2>({2, 3}, 9);
-    auto b = randn<2>({2, 1}, 10);
-    auto p = randn<3>({1, 2, 3}, 11);
-    auto q = randn<3>({2, 2, 3}, 12);
-    check_all({
-        gradcheck([](auto& x, auto& y) { return concat({x, y}, 1); }, a, b),
-        gradcheck([](auto& x, auto& y) { return concat({x, y, x}, 0); }, p, q),
-        gradcheck([](auto& x) { return slice(x, 1, 1, 3); }, a),
-        gradcheck([](auto& x) { return slice(x, -1, -2, 3); }, q),
-        gradcheck([](auto& x) { return narrow(x, 0, 1, 1); }, q),
-        gradcheck([](auto& x) { return narrow(x, 2, -3, 2); }, p),
-        gradcheck([](auto& x) { return expand<3>(x, {2, 2, 4}); }, b),
-        gradcheck([](auto& x) { return expand<3>(x, {2, 2, 3}); }, p),
-        gradcheck([](auto& x) { return broadcast_to<1>(x, {5}); }, randn<1>({1}, 13)),
-    });
 }
 
 TEST_CASE("shape nodes reuse tape slots across steps with changing shapes") {

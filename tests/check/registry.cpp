@@ -1,0 +1,83 @@
+// The registered gradchecks (xgrad/check/registry.hpp; xgrad's own in src/checks/), walked case by
+// case: one test case per family, one CHECK per case, named in the failure. Also: every public op
+// and module has a case, every family is walked here, and find_gradchecks / run_gradcheck.
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "xgrad/check/registry.hpp"
+
+// Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
+namespace test_check_registry {
+
+using namespace xgrad;
+
+namespace {
+
+// One per file in src/checks/; a new family needs its test case below.
+const std::set<std::string> families{"elementwise", "reduce",    "linalg",    "shape",           "softmax",
+                                     "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags"};
+
+void check_family(const std::string& family) {
+    std::size_t count = 0;
+    for (const auto& c : gradcheck_registry()) {
+        if (c.family != family) continue;
+        ++count;
+        const GradcheckResult r = run_gradcheck(c);
+        INFO(c.op << " " << c.variant << ": " << r.report());
+        CHECK(r.passed);
+    }
+    CHECK(count > 0);
+}
+
+}  // namespace
+
+TEST_CASE("registered gradchecks: elementwise") { check_family("elementwise"); }
+TEST_CASE("registered gradchecks: reduce") { check_family("reduce"); }
+TEST_CASE("registered gradchecks: linalg") { check_family("linalg"); }
+TEST_CASE("registered gradchecks: shape") { check_family("shape"); }
+TEST_CASE("registered gradchecks: softmax") { check_family("softmax"); }
+TEST_CASE("registered gradchecks: loss") { check_family("loss"); }
+TEST_CASE("registered gradchecks: norm_dropout") { check_family("norm_dropout"); }
+TEST_CASE("registered gradchecks: nn_layers") { check_family("nn_layers"); }
+TEST_CASE("registered gradchecks: attention") { check_family("attention"); }
+TEST_CASE("registered gradchecks: attention_flags") { check_family("attention_flags"); }
+
+TEST_CASE("every registered family is walked by a test case above") {
+    for (const auto& c : gradcheck_registry()) {
+        INFO(c.op << " " << c.variant);
+        CHECK(families.count(c.family) == 1);
+    }
+}
+
+TEST_CASE("every public op (include/xgrad/ops/) and module (include/xgrad/nn/) has a registered gradcheck") {
+    // extend this list with every new op or module
+    const char* const public_ops[] = {
+        "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "pow", "tanh", "sigmoid", "relu", "gelu",
+        "gelu_tanh", "abs", "square", "sum", "mean", "max", "matmul", "linear", "reshape", "permute", "transpose",
+        "split_heads", "merge_heads", "split_heads4", "merge_heads4", "concat", "slice", "narrow", "expand",
+        "broadcast_to", "softmax", "log_softmax", "masked_softmax", "mse_loss", "cross_entropy", "layer_norm",
+        "dropout", "embedding", "scaled_dot_product_attention", "scaled_dot_product_attention_with_weights",
+        "Linear", "Embedding", "LayerNorm", "Dropout", "PositionalEncoding", "MultiheadAttention"};
+    for (const std::string op : public_ops) {
+        INFO(op);
+        CHECK_FALSE(find_gradchecks("^" + op + "$").empty());
+    }
+}
+
+TEST_CASE("find_gradchecks selects by op name; run_gradcheck reports an exception as a failure") {
+    CHECK(find_gradchecks().size() == gradcheck_registry().size());
+    const auto matmuls = find_gradchecks("^matmul$");
+    CHECK(matmuls.size() >= 2);
+    for (const auto* c : matmuls) CHECK(c->op == "matmul");
+    CHECK(find_gradchecks("^no such op$").empty());
+
+    const GradcheckCase throws{"broken", "()", []() -> GradcheckResult { throw std::runtime_error("no backward"); }};
+    const GradcheckResult r = run_gradcheck(throws);
+    CHECK_FALSE(r.passed);
+    CHECK(r.failure == "threw: no backward");
+}
+
+}  // namespace test_check_registry
