@@ -22,7 +22,6 @@ namespace test_nn_attention {
 
 using namespace xgrad;
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 
 namespace {
 
@@ -118,23 +117,23 @@ nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t
     const auto kpm = f.batched ? std::vector<std::size_t>{NB, S} : std::vector<std::size_t>{S};
     switch (kind) {
         case Masks::none: break;
-        case Masks::kpm_bool: fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed)); break;
-        case Masks::kpm_float: fo.key_padding_mask = Mask::from_float(random_float(kpm, seed)); break;
-        case Masks::attn2_bool: fo.attn_mask = Mask::from_bool(random_bool({L, S}, seed)); break;
-        case Masks::attn2_float: fo.attn_mask = Mask::from_float(random_float({L, S}, seed)); break;
-        case Masks::attn3_bool: fo.attn_mask = Mask::from_bool(random_bool({n * H, L, S}, seed)); break;
-        case Masks::attn3_float: fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed)); break;
+        case Masks::kpm_bool: fo.key_padding_mask = ignore_mask(random_bool(kpm, seed)); break;
+        case Masks::kpm_float: fo.key_padding_mask = additive_mask(random_float(kpm, seed)); break;
+        case Masks::attn2_bool: fo.attn_mask = ignore_mask(random_bool({L, S}, seed)); break;
+        case Masks::attn2_float: fo.attn_mask = additive_mask(random_float({L, S}, seed)); break;
+        case Masks::attn3_bool: fo.attn_mask = ignore_mask(random_bool({n * H, L, S}, seed)); break;
+        case Masks::attn3_float: fo.attn_mask = additive_mask(random_float({n * H, L, S}, seed)); break;
         case Masks::causal: fo.is_causal = true; break;
         case Masks::mixed:  // bool key padding + float 3-D attn_mask, per-head weights
-            fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed));
-            fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed + 1));
+            fo.key_padding_mask = ignore_mask(random_bool(kpm, seed));
+            fo.attn_mask = additive_mask(random_float({n * H, L, S}, seed + 1));
             fo.average_attn_weights = false;
             break;
         case Masks::valid_lens: {  // per query, with a float key padding mask; no weights returned
             xt::xarray<std::int64_t> lens = f.batched ? xt::xarray<std::int64_t>{{1, 2, 0}, {2, 0, 1}}
                                                       : xt::xarray<std::int64_t>{2, 1, 0};
             fo.valid_lens = lens;
-            fo.key_padding_mask = Mask::from_float(random_float(kpm, seed));
+            fo.key_padding_mask = additive_mask(random_float(kpm, seed));
             fo.need_weights = false;
             break;
         }
@@ -155,7 +154,7 @@ void check_all_combinations(const std::vector<Masks>& kinds) {
             for (bool need_weights : {true, false}) {
                 if (need_weights && !masks.need_weights) continue;  // this mask kind returns none
                 // the fused op on every fourth case (its equality with the two ops on each mask kind and
-                // flag is tested in attention_fused.cpp): the sanitizer build's time
+                // flag is tested in attention_paths.cpp): the sanitizer build's time
                 if (!need_weights && masks.need_weights && seed % 4 != 0) continue;
                 auto fo = masks;
                 fo.need_weights = need_weights;
@@ -280,16 +279,16 @@ TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") 
     CHECK_THROWS_AS(m.forward(q, constant(randn<3>({5, 3, 3})), constant(randn<3>({5, 3, 4}))), shape_error);  // N
 
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 4})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({2, 4})));
     CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
-          "MultiheadAttention: key_padding_mask (bool) has shape (2, 4) but expected (2, 5) (N, S) for query (3, 2, 4) "
+          "MultiheadAttention: key_padding_mask (ignore_mask) has shape (2, 4) but expected (2, 5) (N, S) for query (3, 2, 4) "
           "and key (5, 2, 3)");
     fo = {};
-    fo.attn_mask = Mask::from_float(xt::xarray<double>(xt::zeros<double>({2, 3, 5})));
+    fo.attn_mask = additive_mask(xt::xarray<double>(xt::zeros<double>({2, 3, 5})));
     CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
-          "MultiheadAttention: attn_mask (float) has shape (2, 3, 5) but expected (3, 5) (L, S) or (4, 3, 5) "
+          "MultiheadAttention: attn_mask (additive_mask) has shape (2, 3, 5) but expected (3, 5) (L, S) or (4, 3, 5) "
           "(N*num_heads, L, S) for query (3, 2, 4) and key (5, 2, 3)");
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
+    fo.attn_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
     CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
     fo = {};
     fo.valid_lens = xt::xarray<std::int64_t>{1, 2, 3};
@@ -299,10 +298,10 @@ TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") 
     // unbatched: key_padding_mask (S), 3-D attn_mask (num_heads, L, S)
     const auto q2 = constant(randn<2>({3, 4})), k2 = constant(randn<2>({5, 3})), v2 = constant(randn<2>({5, 4}));
     fo = {};
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({1, 5})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({1, 5})));
     CHECK_THROWS_AS(m.forward(q2, k2, v2, fo), shape_error);
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5})));
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 3, 5})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({5})));
+    fo.attn_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({2, 3, 5})));
     CHECK_NOTHROW(m.forward(q2, k2, v2, fo));
 }
 
@@ -372,15 +371,15 @@ TEST_CASE("MultiheadAttention: an empty query sequence (L = 0) with a key_paddin
     Mha mha({.embed_dim = 4, .num_heads = 2}, gen);
     const auto kv = parameter(randn<3>({3, 2, 4}, 2));
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{{false, true, false}, {false, false, true}});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{{false, true, false}, {false, false, true}});
     const auto r = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
+    fo.attn_mask = ignore_mask(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
     const auto r2 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r2.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
     // without need_weights (the fused op), with a float mask too; the keys and values get zero gradient
     fo.need_weights = false;
-    fo.key_padding_mask = Mask::from_float(xt::xarray<double>{{0.5, -inf, 1.0}, {0.0, 2.0, -inf}});
+    fo.key_padding_mask = additive_mask(xt::xarray<double>{{0.5, -inf, 1.0}, {0.0, 2.0, -inf}});
     const auto r3 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r3.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
     backward(sum(r3.output));
