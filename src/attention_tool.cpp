@@ -45,7 +45,7 @@ void expect_dtype(const NpyArray& a, const std::string& run_source) {
 }
 
 template <Real T>
-std::optional<nn::AttentionMask<T>> read_mask(const fs::path& in, const std::string& name,
+std::optional<AnyMask<T>> read_mask(const fs::path& in, const std::string& name,
                                               const std::vector<std::vector<std::size_t>>& allowed,
                                               const std::string& run_source) {
     auto a = read_input(in, name, false);
@@ -57,11 +57,11 @@ std::optional<nn::AttentionMask<T>> read_mask(const fs::path& in, const std::str
         for (const auto& s : allowed) want += (want.empty() ? "" : " or ") + shape_str(s);
         throw io_error(a->source + ": has shape " + shape_str(a->shape) + ", expected " + want);
     }
-    if (a->dtype == Dtype::bool8) return nn::AttentionMask<T>::from_bool(a->as_xarray<bool>());
+    if (a->dtype == Dtype::bool8) return ignore_mask(a->as_xarray<bool>());
     if (!a->is_float()) throw io_error(a->source + ": a mask must be bool or float, got " + dtype_name(a->dtype));
     expect_dtype<T>(*a, run_source);
     expect_finite(*a, true);
-    return nn::AttentionMask<T>::from_float(a->as_xarray<T>());
+    return additive_mask(a->as_xarray<T>());
 }
 
 template <Real T, std::size_t N>

@@ -38,7 +38,7 @@ public:
         xt::xarray<bool> pad = xt::zeros<bool>({c.batch, c.seq});
         for (std::size_t b = 0; b < c.batch; ++b)
             for (std::size_t j = c.seq - c.seq / 4; j < c.seq; ++j) pad(b, j) = true;
-        options_.key_padding_mask = nn::AttentionMask<T>::from_bool(std::move(pad));
+        options_.key_padding_mask = ignore_mask(std::move(pad));
         options_.need_weights = false;
     }
 

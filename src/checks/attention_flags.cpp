@@ -68,23 +68,23 @@ nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t
     const auto kpm = f.batched ? std::vector<std::size_t>{NB, S} : std::vector<std::size_t>{S};
     switch (kind) {
         case Masks::none: break;
-        case Masks::kpm_bool: fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed)); break;
-        case Masks::kpm_float: fo.key_padding_mask = Mask::from_float(random_float(kpm, seed)); break;
-        case Masks::attn2_bool: fo.attn_mask = Mask::from_bool(random_bool({L, S}, seed)); break;
-        case Masks::attn2_float: fo.attn_mask = Mask::from_float(random_float({L, S}, seed)); break;
-        case Masks::attn3_bool: fo.attn_mask = Mask::from_bool(random_bool({n * H, L, S}, seed)); break;
-        case Masks::attn3_float: fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed)); break;
+        case Masks::kpm_bool: fo.key_padding_mask = ignore_mask(random_bool(kpm, seed)); break;
+        case Masks::kpm_float: fo.key_padding_mask = additive_mask(random_float(kpm, seed)); break;
+        case Masks::attn2_bool: fo.attn_mask = ignore_mask(random_bool({L, S}, seed)); break;
+        case Masks::attn2_float: fo.attn_mask = additive_mask(random_float({L, S}, seed)); break;
+        case Masks::attn3_bool: fo.attn_mask = ignore_mask(random_bool({n * H, L, S}, seed)); break;
+        case Masks::attn3_float: fo.attn_mask = additive_mask(random_float({n * H, L, S}, seed)); break;
         case Masks::causal: fo.is_causal = true; break;
         case Masks::mixed:  // bool key padding + float 3-D attn_mask, per-head weights
-            fo.key_padding_mask = Mask::from_bool(random_bool(kpm, seed));
-            fo.attn_mask = Mask::from_float(random_float({n * H, L, S}, seed + 1));
+            fo.key_padding_mask = ignore_mask(random_bool(kpm, seed));
+            fo.attn_mask = additive_mask(random_float({n * H, L, S}, seed + 1));
             fo.average_attn_weights = false;
             break;
         case Masks::valid_lens: {  // per query, with a float key padding mask; no weights returned
             xt::xarray<std::int64_t> lens = f.batched ? xt::xarray<std::int64_t>{{1, 2, 0}, {2, 0, 1}}
                                                       : xt::xarray<std::int64_t>{2, 1, 0};
             fo.valid_lens = lens;
-            fo.key_padding_mask = Mask::from_float(random_float(kpm, seed));
+            fo.key_padding_mask = additive_mask(random_float(kpm, seed));
             fo.need_weights = false;
             break;
         }

@@ -11,7 +11,6 @@
 namespace xgrad::checks {
 
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 
 // m with every parameter 0.5 · N(0, 1) from consecutive seeds (torch's init zeroes the biases;
 // random values exercise their gradients better).

@@ -137,7 +137,7 @@ TEST_CASE("anomaly: an attention training step with a fully masked query row sta
     DetectAnomaly on;
     auto x = constant(xv);
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = nn::AttentionMask<double>::from_bool(key_padding);
+    fo.key_padding_mask = ignore_mask(key_padding);
     auto out = mha.forward(x, x, x, fo);
     auto loss = sum(eval(out.output * out.output));
     CHECK_NOTHROW(backward(loss));

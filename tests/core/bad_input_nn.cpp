@@ -21,7 +21,6 @@ using D2 = xt::xtensor<double, 2>;
 using I1 = xt::xtensor<std::int64_t, 1>;
 using B2 = xt::xtensor<bool, 2>;
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -228,29 +227,29 @@ TEST_CASE("bad input: MultiheadAttention forward") {
         return o;
     };
     CHECK_THROWS_WITH_AS(
-        m.forward(q, k, v, with([](auto& o) { o.key_padding_mask = Mask::from_bool(B2({2, 4}, false)); })),
-                         "MultiheadAttention: key_padding_mask (bool) has shape (2, 4) but expected (2, 5) (N, S)" QK,
+        m.forward(q, k, v, with([](auto& o) { o.key_padding_mask = ignore_mask(B2({2, 4}, false)); })),
+                         "MultiheadAttention: key_padding_mask (ignore_mask) has shape (2, 4) but expected (2, 5) (N, S)" QK,
                          shape_error);
-    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.key_padding_mask = Mask::from_float(D1({5}, 0.0)); })),
-                         "MultiheadAttention: key_padding_mask (float) has shape (5,) but expected (2, 5) (N, S)" QK,
+    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.key_padding_mask = additive_mask(D1({5}, 0.0)); })),
+                         "MultiheadAttention: key_padding_mask (additive_mask) has shape (5,) but expected (2, 5) (N, S)" QK,
                          shape_error);
     CHECK_THROWS_WITH_AS(
-        m.forward(uq, uk, uv, with([](auto& o) { o.key_padding_mask = Mask::from_bool(B2({1, 5}, false)); })),
-        "MultiheadAttention: key_padding_mask (bool) has shape (1, 5) but expected (5,) (S)" UQK, shape_error);
-    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.attn_mask = Mask::from_bool(B2({3, 4}, false)); })),
-                         "MultiheadAttention: attn_mask (bool) has shape (3, 4) but expected (3, 5) (L, S) or "
+        m.forward(uq, uk, uv, with([](auto& o) { o.key_padding_mask = ignore_mask(B2({1, 5}, false)); })),
+        "MultiheadAttention: key_padding_mask (ignore_mask) has shape (1, 5) but expected (5,) (S)" UQK, shape_error);
+    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.attn_mask = ignore_mask(B2({3, 4}, false)); })),
+                         "MultiheadAttention: attn_mask (ignore_mask) has shape (3, 4) but expected (3, 5) (L, S) or "
                          "(4, 3, 5) (N*num_heads, L, S)" QK,
                          shape_error);
     CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) {
-                             o.attn_mask = Mask::from_float(xt::xtensor<double, 3>({2, 3, 5}, 0.0));
+                             o.attn_mask = additive_mask(xt::xtensor<double, 3>({2, 3, 5}, 0.0));
                          })),
-                         "MultiheadAttention: attn_mask (float) has shape (2, 3, 5) but expected (3, 5) (L, S) or "
+                         "MultiheadAttention: attn_mask (additive_mask) has shape (2, 3, 5) but expected (3, 5) (L, S) or "
                          "(4, 3, 5) (N*num_heads, L, S)" QK,
                          shape_error);
     CHECK_THROWS_WITH_AS(m.forward(uq, uk, uv, with([](auto& o) {
-                             o.attn_mask = Mask::from_bool(xt::xtensor<bool, 3>({1, 3, 5}, false));
+                             o.attn_mask = ignore_mask(xt::xtensor<bool, 3>({1, 3, 5}, false));
                          })),
-                         "MultiheadAttention: attn_mask (bool) has shape (1, 3, 5) but expected (3, 5) (L, S) or "
+                         "MultiheadAttention: attn_mask (ignore_mask) has shape (1, 3, 5) but expected (3, 5) (L, S) or "
                          "(2, 3, 5) (num_heads, L, S)" UQK,
                          shape_error);
     CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.valid_lens = I1{1, 2, 3}; })),

@@ -193,7 +193,7 @@ TEST_CASE("the scores of a masked MultiheadAttention: -inf where ignored, a zero
     mha.training = false;
     auto x = parameter(randn<3>({4, 2, 6}, 12));
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = nn::AttentionMask<double>::from_bool(xt::xarray<bool>{{false, false, true, false}, {false, true, true, false}});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{{false, false, true, false}, {false, true, true, false}});
     auto r = mha.forward(x, x, x, fo);
     backward(r.output, xt::xtensor<double, 3>(randn<3>({4, 2, 6}, 13)));
     const TapeGraph g(t);

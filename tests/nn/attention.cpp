@@ -19,7 +19,6 @@ namespace test_nn_attention {
 
 using namespace xgrad;
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 
 namespace {
 
@@ -100,16 +99,16 @@ TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") 
     CHECK_THROWS_AS(m.forward(q, constant(randn<3>({5, 3, 3})), constant(randn<3>({5, 3, 4}))), shape_error);  // N
 
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 4})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({2, 4})));
     CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
-          "MultiheadAttention: key_padding_mask (bool) has shape (2, 4) but expected (2, 5) (N, S) for query (3, 2, 4) "
+          "MultiheadAttention: key_padding_mask (ignore_mask) has shape (2, 4) but expected (2, 5) (N, S) for query (3, 2, 4) "
           "and key (5, 2, 3)");
     fo = {};
-    fo.attn_mask = Mask::from_float(xt::xarray<double>(xt::zeros<double>({2, 3, 5})));
+    fo.attn_mask = additive_mask(xt::xarray<double>(xt::zeros<double>({2, 3, 5})));
     CHECK(msg_of([&] { m.forward(q, k, v, fo); }) ==
-          "MultiheadAttention: attn_mask (float) has shape (2, 3, 5) but expected (3, 5) (L, S) or (4, 3, 5) "
+          "MultiheadAttention: attn_mask (additive_mask) has shape (2, 3, 5) but expected (3, 5) (L, S) or (4, 3, 5) "
           "(N*num_heads, L, S) for query (3, 2, 4) and key (5, 2, 3)");
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
+    fo.attn_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
     CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
     fo = {};
     fo.valid_lens = xt::xarray<std::int64_t>{1, 2, 3};
@@ -119,10 +118,10 @@ TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") 
     // unbatched: key_padding_mask (S), 3-D attn_mask (num_heads, L, S)
     const auto q2 = constant(randn<2>({3, 4})), k2 = constant(randn<2>({5, 3})), v2 = constant(randn<2>({5, 4}));
     fo = {};
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({1, 5})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({1, 5})));
     CHECK_THROWS_AS(m.forward(q2, k2, v2, fo), shape_error);
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({5})));
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>(xt::zeros<bool>({2, 3, 5})));
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({5})));
+    fo.attn_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({2, 3, 5})));
     CHECK_NOTHROW(m.forward(q2, k2, v2, fo));
 }
 
@@ -171,15 +170,15 @@ TEST_CASE("MultiheadAttention: an empty query sequence (L = 0) with a key_paddin
     Mha mha({.embed_dim = 4, .num_heads = 2}, gen);
     const auto kv = parameter(randn<3>({3, 2, 4}, 2));
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{{false, true, false}, {false, false, true}});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{{false, true, false}, {false, false, true}});
     const auto r = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
-    fo.attn_mask = Mask::from_bool(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
+    fo.attn_mask = ignore_mask(xt::xarray<bool>::from_shape({0, 3}));  // expands the key mask's rows
     const auto r2 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r2.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
     // without need_weights (the fused op), with a float mask too; the keys and values get zero gradient
     fo.need_weights = false;
-    fo.key_padding_mask = Mask::from_float(xt::xarray<double>{{0.5, -inf, 1.0}, {0.0, 2.0, -inf}});
+    fo.key_padding_mask = additive_mask(xt::xarray<double>{{0.5, -inf, 1.0}, {0.0, 2.0, -inf}});
     const auto r3 = mha.forward(parameter(xt::xtensor<double, 3>::from_shape({0, 2, 4})), kv, kv, fo);
     CHECK(r3.output.value().shape() == std::array<std::size_t, 3>{0, 2, 4});
     backward(sum(r3.output));

@@ -22,7 +22,6 @@ namespace {
 
 using namespace xgrad;
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 template <class A>
@@ -54,11 +53,11 @@ void check_close(const A& ours, const xt::xarray<double>& ref, const std::string
     CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
 }
 
-nn::AttentionMask<double> load_mask(const std::string& c, const std::string& name, int kind) {
+AnyMask<double> load_mask(const std::string& c, const std::string& name, int kind) {
     if (kind == 0) return {};
     auto m = load(c, name);
-    if (kind == 2) return nn::AttentionMask<double>::from_float(m);
-    return nn::AttentionMask<double>::from_bool(xt::xarray<bool>(xt::not_equal(m, 0.0)));
+    if (kind == 2) return additive_mask(m);
+    return ignore_mask(xt::xarray<bool>(xt::not_equal(m, 0.0)));
 }
 
 template <std::size_t N>
@@ -182,13 +181,13 @@ TEST_CASE("MultiheadAttention values by hand: uniform weights, masks, fully mask
     CHECK(r.attn_weights.value()(0, 0, 2) == doctest::Approx(1.0 / 3));
 
     nn::MhaForwardOptions<double> fo;
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{{false, true, false}});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{{false, true, false}});
     r = m.forward(q, kv, kv, fo);  // keys 0 and 2: mean (3, 5)
     CHECK(r.output.value()(0, 0, 0) == doctest::Approx(3.0));
     CHECK(r.output.value()(0, 0, 1) == doctest::Approx(5.0));
     CHECK(r.attn_weights.value()(0, 0, 1) == 0.0);
 
-    fo.key_padding_mask = Mask::from_float(xt::xarray<double>{{0, std::log(2.0), -inf}});  // weights 1/3, 2/3, 0
+    fo.key_padding_mask = additive_mask(xt::xarray<double>{{0, std::log(2.0), -inf}});  // weights 1/3, 2/3, 0
     r = m.forward(q, kv, kv, fo);
     CHECK(r.output.value()(0, 0, 0) == doctest::Approx(1.0 / 3 + 2.0));
     CHECK(r.attn_weights.value()(0, 0, 1) == doctest::Approx(2.0 / 3));
@@ -196,7 +195,7 @@ TEST_CASE("MultiheadAttention values by hand: uniform weights, masks, fully mask
     // every key ignored: zero weights and a zero attention vector (output = out_proj.bias), zero
     // gradient; torch gives NaN here
     m.out_proj.bias.value() = xt::xtensor<double, 1>{0.5, -1};
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{{true, true, true}});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{{true, true, true}});
     r = m.forward(q, kv, kv, fo);
     CHECK(r.output.value()(0, 0, 0) == 0.5);
     CHECK(r.output.value()(0, 0, 1) == -1.0);
@@ -234,7 +233,7 @@ TEST_CASE("MultiheadAttention: is_causal, valid_lens, bias_kv and zero_attn colu
     z.in_proj_weight.value() = m.in_proj_weight.value();
     z.out_proj.weight.value() = m.out_proj.weight.value();
     fo = {};
-    fo.key_padding_mask = Mask::from_bool(xt::xarray<bool>{true, false, true});
+    fo.key_padding_mask = ignore_mask(xt::xarray<bool>{true, false, true});
     r = z.forward(x, kv, kv, fo);  // keys: 1 and the zero key -> (0, 3) / 2
     CHECK(r.output.value()(0, 1) == doctest::Approx(1.5));
     CHECK(r.attn_weights.shape(1) == 4);

@@ -1,4 +1,4 @@
-// Keys that every query of a head ignores are skipped by the attention (nn/attention_core.hpp):
+// Keys that every query of a head ignores are skipped by the attention (nn/attention/weights_context.hpp, fused.hpp):
 // which keys count as live, and that skipping them changes nothing but NaN propagation. The oracle
 // is the same mask given as a float mask (-inf where ignored), which is never skipped.
 #include <algorithm>
@@ -18,14 +18,13 @@ namespace {
 
 using namespace xgrad;
 using Mha = nn::MultiheadAttention<double>;
-using Mask = nn::AttentionMask<double>;
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr std::size_t N = 3, L = 5, S = 9, E = 8, H = 2;
 
 // ignore[r] is the ignore mask of score row r (one head of L rows per (N·H) index), stored per row.
 nn::detail::KeyRange live_of(const std::vector<std::vector<int>>& ignore, std::size_t first, std::size_t count) {
     nn::detail::ScoreMasks<double> masks;
-    masks.reset({ignore.size() / L, L, S});
+    masks.reset(std::array<std::size_t, 3>{ignore.size() / L, L, S});
     double* stored = masks.for_writing(masks.ignore, 1);
     for (std::size_t r = 0; r < ignore.size(); ++r)
         for (std::size_t j = 0; j < S; ++j) stored[r * S + j] = ignore[r][j];
@@ -96,7 +95,7 @@ TEST_CASE("ScoreMasks::live_keys: from the first key some query keeps to the las
     std::vector<std::vector<int>> ignored(L, all);  // every key of every query: empty
     CHECK(live_of(ignored, 0, L).size() == 0);
     nn::detail::ScoreMasks<double> no_ignore;  // no ignore mask at all: every key
-    no_ignore.reset({1, L, S});
+    no_ignore.reset(std::array<std::size_t, 3>{1, L, S});
     CHECK(no_ignore.live_keys(0, L).size() == S);
 }
 
@@ -112,7 +111,7 @@ TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the re
     for (std::size_t j = 0; j < S; ++j) padding(2, j) = true;
     xt::xarray<double> as_float = xt::where(padding, -inf, 0.0);
     nn::MhaForwardOptions<double> skipped, reference;
-    skipped.key_padding_mask = Mask::from_bool(padding), reference.key_padding_mask = Mask::from_float(as_float);
+    skipped.key_padding_mask = ignore_mask(padding), reference.key_padding_mask = additive_mask(as_float);
     skipped.average_attn_weights = reference.average_attn_weights = false;
     const xt::xtensor<double, 3> values = randn<3>({S, N, E}, 5);
     const Run a = run(m, skipped, values), b = run(m, reference, values);

@@ -19,7 +19,6 @@
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
-namespace hana = boost::hana;
 
 // A scalar constant inside an expression; broadcasts against anything, receives no gradient.
 template <Real T>
@@ -30,7 +29,7 @@ struct Const {
     T v;
 };
 
-// An elementwise op applied to child expressions (Var, Const or Expr), held in a hana::tuple.
+// An elementwise op applied to child expressions (Var, Const or Expr), held in a boost::hana::tuple.
 template <class Op, class... Cs>
 struct Expr {
     using xgrad_expression_tag = void;
@@ -39,12 +38,12 @@ struct Expr {
     static_assert((std::same_as<typename Cs::value_type, value_type> && ...),
                   "xgrad: an expression cannot mix float and double operands");
     Op op;
-    hana::tuple<Cs...> children;
+    boost::hana::tuple<Cs...> children;
 };
 
 template <class Op, Expression... Cs>
 Expr<Op, Cs...> make_expr(Op op, const Cs&... cs) {
-    return {op, hana::make_tuple(cs...)};
+    return {op, boost::hana::make_tuple(cs...)};
 }
 
 namespace detail {
@@ -86,7 +85,7 @@ auto eval_value(const Const<T>& c) {
 }
 template <class Op, class... Cs>
 auto eval_value(const Expr<Op, Cs...>& e) {
-    return hana::unpack(e.children, [&](const auto&... c) {
+    return boost::hana::unpack(e.children, [&](const auto&... c) {
         return xt::make_lambda_xfunction(detail::Forward<Op>{e.op}, eval_value(c)...);
     });
 }
@@ -107,7 +106,7 @@ std::array<std::size_t, Expr<Op, Cs...>::rank> expr_shape(const Expr<Op, Cs...>&
     constexpr std::size_t R = Expr<Op, Cs...>::rank;
     std::array<std::size_t, R> out;
     out.fill(1);
-    hana::for_each(e.children,
+    boost::hana::for_each(e.children,
                    [&](const auto& c) { out = detail::broadcast_shapes<R>(out, expr_shape(c), Op::name); });
     return out;
 }
@@ -123,7 +122,7 @@ bool needs_grad(const Const<T>&) {
 }
 template <class Op, class... Cs>
 bool needs_grad(const Expr<Op, Cs...>& e) {
-    return hana::unpack(e.children, [](const auto&... c) { return (needs_grad(c) || ...); });
+    return boost::hana::unpack(e.children, [](const auto&... c) { return (needs_grad(c) || ...); });
 }
 
 // ---- backward: chain rule over the expression type ----
@@ -144,10 +143,10 @@ template <Real T, class G>
 void backprop(const Const<T>&, const G&) {}
 template <class Op, class... Cs, class G>
 void backprop(const Expr<Op, Cs...>& e, const G& g) {
-    hana::for_each(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Cs)>), [&](auto i) {
-        const auto& child = hana::at(e.children, i);
+    boost::hana::for_each(boost::hana::make_range(boost::hana::size_c<0>, boost::hana::size_c<sizeof...(Cs)>), [&](auto i) {
+        const auto& child = boost::hana::at(e.children, i);
         if (!needs_grad(child)) return;
-        hana::unpack(e.children, [&](const auto&... c) {
+        boost::hana::unpack(e.children, [&](const auto&... c) {
             backprop(child, xt::make_lambda_xfunction(detail::Chain<Op, decltype(i)::value>{e.op}, g, eval_value(c)...));
         });
     });
@@ -178,7 +177,7 @@ template <Real T>
 void visit_vars(const Const<T>&, const Node::InputVisitor&) {}
 template <class Op, class... Cs>
 void visit_vars(const Expr<Op, Cs...>& e, const Node::InputVisitor& f) {
-    hana::for_each(e.children, [&](const auto& c) { visit_vars(c, f); });
+    boost::hana::for_each(e.children, [&](const auto& c) { visit_vars(c, f); });
 }
 
 // The tape node of a materialized expression.

@@ -6,9 +6,10 @@
 //   k, v     += bias_k / bias_v as one more key (add_bias_kv), then a zero key (add_zero_attn) -> S'
 //   weights    = dropout(masked_softmax(q·kᵀ/√D, masks))   (N·H, L, S'), D = E / H
 //   output     = out_proj(weights · v)
-// The heads are never copied out: attention_core.hpp reads head h of every token in place, in the
-// caller's layout (sequence or batch first), and writes the context straight into (L, N, E).
-// Without need_weights and dropout, weights and context are one op (attention_fused.hpp).
+// The attention itself runs one of the paths of nn/attention/paths.hpp (its table says which and
+// why): the fast ones read head h of every token in place, in the caller's layout (sequence or
+// batch first), and write the context straight into (L, N, E); without need_weights and dropout,
+// weights and context are one op.
 //
 // Differences from PyTorch, on purpose:
 //  - A fully masked query row (every key ignored) gives zero attention weights, a zero attention
@@ -29,9 +30,7 @@
 #include <string>
 
 #include "xgrad/core/random.hpp"
-#include "xgrad/nn/attention_core.hpp"
-#include "xgrad/nn/attention_fused.hpp"
-#include "xgrad/nn/attention_mask.hpp"
+#include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/attention_options.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"
@@ -45,14 +44,19 @@ namespace xgrad::nn {
 
 template <Real T>
 struct MhaForwardOptions {
-    AttentionMask<T> key_padding_mask{};  // (N, S) batched or (S) unbatched
+    // ignore_mask(m) (torch's bool mask: true = ignore), keep_mask(m) or additive_mask(b) (torch's
+    // float mask, added to the scores); ops/mask.hpp
+    AnyMask<T> key_padding_mask{};  // (N, S) batched or (S) unbatched
     bool need_weights = true;
-    AttentionMask<T> attn_mask{};         // (L, S) or (N*num_heads, L, S)
+    AnyMask<T> attn_mask{};         // (L, S) or (N*num_heads, L, S)
     bool average_attn_weights = true;
     bool is_causal = false;  // with no attn_mask: a causal mask is applied
     // d2l's valid lengths (int64): keys j >= valid_lens[n] ((N) batched, () unbatched) or
     // j >= valid_lens[n, i] ((N, L) batched, (L) unbatched) are ignored. Combines with the masks.
     std::optional<xt::xarray<std::int64_t>> valid_lens{};
+    // automatic: the fastest path that gives what is asked (nn/attention/paths.hpp); reference
+    // records every step as a plain op, for study and as the fast paths' oracle
+    AttentionPath path = AttentionPath::automatic;
 };
 
 template <Real T, std::size_t N>  // N = 3 batched, N = 2 unbatched
@@ -192,6 +196,13 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const std::size_t seq_axis = batch_first ? 1 : 0;
     const std::size_t B = q_in.shape(1 - seq_axis), L = q_in.shape(seq_axis), S = k_in.shape(seq_axis);
     const std::size_t D = head_dim();
+    // The masks, checked before anything is recorded; merged over the scores (N, H, L, S') in the node.
+    const std::size_t Sp = S + (bias_k && bias_v ? 1 : 0) + (options.add_zero_attn ? 1 : 0);
+    detail::MhaMasks<T> masks{opts.key_padding_mask, opts.attn_mask, opts.is_causal && !opts.attn_mask,
+                              opts.valid_lens ? &*opts.valid_lens : nullptr, {B, H, L, S, Sp, batched, {}, {}}};
+    std::copy(query.shape().begin(), query.shape().end(), masks.geometry.query_shape.begin());
+    std::copy(key.shape().begin(), key.shape().end(), masks.geometry.key_shape.begin());
+    masks.check();
     auto heads_of = [&](const Var<T, 3>& x, std::size_t offset) {
         return detail::HeadOperand<T>{x, detail::HeadLayout::of(x.shape(), batch_first, H, D, offset)};
     };
@@ -230,26 +241,8 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         }
         q = heads_of(named(project(q_in, q_proj_weight, 0), "q"), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
     }
-    const std::size_t Sp = k.layout.len;
 
-    // Masks -> an ignore mask and/or an additive mask over the scores (N·H, L, S'), in the node.
-    detail::MaskGeometry geom{B, H, L, S, Sp, batched, {}, {}};
-    std::copy(query.shape().begin(), query.shape().end(), geom.query_shape.begin());
-    std::copy(key.shape().begin(), key.shape().end(), geom.key_shape.begin());
-    if (opts.valid_lens) detail::check_valid_lens(*opts.valid_lens, geom);
-    auto fill_masks = [&](detail::ScoreMasks<T>& masks) {
-        detail::merge_mask(masks, opts.key_padding_mask, 'k', "key_padding_mask", geom);
-        detail::merge_mask(masks, opts.attn_mask, 'a', "attn_mask", geom);
-        if (opts.is_causal && !opts.attn_mask)
-            detail::merge_ignore_rule(masks, geom, [](std::size_t, std::size_t i, std::size_t j) { return j > i; });
-        if (opts.valid_lens) {
-            const auto& lens = *opts.valid_lens;
-            const bool per_query = lens.dimension() == (batched ? 2 : 1);
-            detail::merge_ignore_rule(masks, geom, [&](std::size_t n, std::size_t i, std::size_t j) {
-                return std::int64_t(j) >= lens.data()[per_query ? n * L + i : n];
-            });
-        }
-    };
+    const auto fill_masks = [&](detail::ScoreMasks<T>& merged) { masks.merge(merged); };
 
     const double p = training ? options.dropout : 0.0;
     if (p > 0 && !dropout_generator)
@@ -257,19 +250,26 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
                           " while training needs dropout_generator (or eval())");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
     // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
-    // When the weights stay inside (no need_weights, no dropout), one fused op (attention_fused.hpp);
-    // else the weights are an op of their own, which need_weights and dropout read.
+    // The path: nn/attention/paths.hpp.
     const T scale = T(1 / std::sqrt(double(D)));
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
     const detail::HeadLayout out_heads = detail::HeadLayout::of(out_shape, batch_first, H, D, 0);
     Var<T, 3> weights, context;
-    if (!opts.need_weights && p == 0) {
+    switch (detail::choose_path(opts.path, opts.need_weights, p > 0)) {
+    case AttentionPath::fused:
         context = detail::fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
-    } else {
+        break;
+    case AttentionPath::reference: {
+        const auto [ctx, w] = detail::reference_heads_attention(q, k, v, scale, fill_masks, p, dropout_generator, batch_first);
+        context = ctx, weights = w;
+        break;
+    }
+    default: {
         const Var<T, 3> probabilities = named(detail::attention_weights(q, k, scale, fill_masks), "weights");
         weights = p > 0 ? named(dropout(probabilities, p, true, *dropout_generator), "weights.dropout") : probabilities;
         context = detail::attention_context(weights, v, out_heads, out_shape, detail::live_keys_of(probabilities));
+    }
     }
     named(context, "context");
     const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already

@@ -20,7 +20,6 @@
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
-namespace hana = boost::hana;
 
 namespace detail {
 template <class X>
@@ -34,16 +33,16 @@ struct is_vector<std::vector<X, A>> : std::true_type {};
 }  // namespace detail
 
 template <class M>
-concept Module = hana::Struct<M>::value;
+concept Module = boost::hana::Struct<M>::value;
 
 // Calls f(name, var) for every parameter (non-empty Var) of m and of its submodules, recursively,
 // in declaration order. Works on const and non-const modules.
 template <class M, class F>
     requires Module<std::remove_const_t<M>>
 void for_each_parameter(M& m, F&& f, const std::string& prefix = "") {
-    hana::for_each(hana::accessors<std::remove_const_t<M>>(), [&](auto pair) {
-        const std::string name = prefix + hana::to<const char*>(hana::first(pair));
-        auto& member = hana::second(pair)(m);
+    boost::hana::for_each(boost::hana::accessors<std::remove_const_t<M>>(), [&](auto pair) {
+        const std::string name = prefix + boost::hana::to<const char*>(boost::hana::first(pair));
+        auto& member = boost::hana::second(pair)(m);
         using X = std::remove_cvref_t<decltype(member)>;
         if constexpr (detail::is_var<X>::value) {
             if (member) f(name, member);
@@ -66,8 +65,8 @@ template <class M, class F>
     requires Module<M>
 void for_each_module(M& m, F&& f) {
     f(m);
-    hana::for_each(hana::accessors<M>(), [&](auto pair) {
-        auto& member = hana::second(pair)(m);
+    boost::hana::for_each(boost::hana::accessors<M>(), [&](auto pair) {
+        auto& member = boost::hana::second(pair)(m);
         using X = std::remove_cvref_t<decltype(member)>;
         if constexpr (Module<X>) {
             for_each_module(member, f);

@@ -17,11 +17,8 @@
 #include <string>
 
 #include "xgrad/core/random.hpp"
-#include "xgrad/ops/dropout.hpp"
-#include "xgrad/ops/elementwise.hpp"
-#include "xgrad/ops/linalg.hpp"
+#include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/ops/mask.hpp"
-#include "xgrad/ops/shape.hpp"
 #include "xgrad/ops/softmax.hpp"
 
 namespace xgrad {
@@ -30,16 +27,10 @@ namespace xgrad {
 struct no_mask_t {};
 inline constexpr no_mask_t no_mask{};
 
-template <Real T, std::size_t N>
-struct SdpaResult {
-    Var<T, N> output;   // (..., L, Ev)
-    Var<T, N> weights;  // (..., L, S), after dropout (what torch's MHA returns)
-};
-
 namespace detail {
 
-// Shared by scaled_dot_product_attention and MultiheadAttention: `masks` are any SoftmaxMasks
-// (all of them apply); `op` names the caller in errors.
+// The reference attention (nn/attention/paths.hpp): `masks` are any SoftmaxMasks (all of them
+// apply); `op` names the caller in errors.
 template <Real T, std::size_t N, SoftmaxMask... Masks>
 SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, double dropout_p,
                       std::optional<double> scale, Generator* gen, const char* op, const Masks&... masks) {
@@ -62,23 +53,13 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     if (scale && !std::isfinite(*scale))
         throw value_error(who + ": scale must be finite, got " + std::to_string(*scale));
     const double s = scale ? *scale : 1.0 / std::sqrt(double(sq[N - 1]));
-    // the masks against the scores (..., L, S), so their errors name this op
+    // the masks merged against the scores (..., L, S) before anything is recorded; errors name op
     std::array<std::size_t, N> scores_shape;
     std::copy(sq.begin(), sq.end(), scores_shape.begin());
     scores_shape[N - 1] = sk[N - 2];
-    (validate_mask<N>(masks, scores_shape, op), ...);
+    const ScoreMasks<T>& merged = merged_masks<T>(scores_shape, op, masks...);
 
-    // scores (..., L, S) = (q (..., L, E) · scale) · kᵀ (..., E, S)
-    Var<T, N> qs = q * T(s);
-    Var<T, N> scores = matmul(qs, transpose(k, -2, -1));
-    Var<T, N> w;
-    if constexpr (sizeof...(Masks) == 0)
-        w = softmax(scores, -1);
-    else
-        w = masked_softmax(scores, masks...);
-    if (dropout_p > 0) w = dropout(w, dropout_p, true, *gen);
-    // output (..., L, Ev) = weights (..., L, S) · v (..., S, Ev)
-    return {matmul(w, v), w};
+    return reference_attention(q, k, v, T(s), merged, dropout_p, gen);
 }
 
 }  // namespace detail

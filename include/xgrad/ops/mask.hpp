@@ -8,6 +8,8 @@
 //   masked_softmax(scores, causal)                  // is_causal=True: torch.ones(L, S).tril()
 //   masked_softmax(scores, valid_lens(lens))        // d2l: keys k >= valid_len are masked
 //   masked_softmax(scores, ignore_mask(pad), causal)  // masks combine: a position masked by any is masked
+// The same makers give MultiheadAttention's (and the Transformer layers') key_padding_mask and
+// attn_mask, held by AnyMask: opts.key_padding_mask = ignore_mask(pad).
 #pragma once
 #include <concepts>
 #include <cstddef>
@@ -16,27 +18,26 @@
 #include <type_traits>
 #include <utility>
 
+#include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
 
-// Bool mask, broadcast (numpy rules) to the scores: true = IGNORE this position.
-template <std::size_t M>
+// Bool mask of any rank, broadcast (numpy rules) to the scores: true = IGNORE this position.
 struct IgnoreMask {
-    xt::xtensor<bool, M> mask;
+    xt::xarray<bool> mask;
 };
-// Bool mask, broadcast (numpy rules) to the scores: true = KEEP (attend to) this position.
-template <std::size_t M>
+// Bool mask of any rank, broadcast (numpy rules) to the scores: true = KEEP (attend to) this position.
 struct KeepMask {
-    xt::xtensor<bool, M> mask;
+    xt::xarray<bool> mask;
 };
 // Added to the scores before the softmax, broadcast (numpy rules); -inf ignores a position.
 // The bias is a constant: no gradient flows into it.
-template <Real T, std::size_t M>
+template <Real T>
 struct AdditiveMask {
-    xt::xtensor<T, M> bias;
+    xt::xarray<T> bias;
 };
 // Over the last two axes (L, S) of the scores, key j > query i is ignored (top-left aligned).
 struct causal_t {};
@@ -45,6 +46,37 @@ inline constexpr causal_t causal{};
 template <std::size_t V>
 struct ValidLens {
     xt::xtensor<std::int64_t, V> lens;
+};
+
+// What a mask's entries mean.
+enum class MaskKind { ignore, keep, additive };
+
+// One mask of any kind, for options that take one (MultiheadAttention's key_padding_mask and
+// attn_mask): assign ignore_mask(m), keep_mask(m) or additive_mask(b) of element type T.
+// Empty: no mask.
+template <Real T>
+class AnyMask {
+public:
+    AnyMask() = default;
+    AnyMask(IgnoreMask m) : kind_(MaskKind::ignore), bools_(std::move(m.mask)), set_(true) {}
+    AnyMask(KeepMask m) : kind_(MaskKind::keep), bools_(std::move(m.mask)), set_(true) {}
+    AnyMask(AdditiveMask<T> m) : kind_(MaskKind::additive), values_(std::move(m.bias)), set_(true) {}
+
+    explicit operator bool() const { return set_; }
+    MaskKind kind() const { return kind_; }
+    const xt::xarray<bool>& bools() const { return bools_; }  // ignore or keep
+    const xt::xarray<T>& values() const { return values_; }   // additive
+    const auto& shape() const { return kind_ == MaskKind::additive ? values_.shape() : bools_.shape(); }
+    // "ignore_mask", "keep_mask" or "additive_mask", for errors
+    const char* name() const {
+        return kind_ == MaskKind::ignore ? "ignore_mask" : kind_ == MaskKind::keep ? "keep_mask" : "additive_mask";
+    }
+
+private:
+    MaskKind kind_ = MaskKind::ignore;
+    xt::xarray<bool> bools_;
+    xt::xarray<T> values_;
+    bool set_ = false;
 };
 
 namespace detail {
@@ -60,39 +92,45 @@ using expr_value_t = typename std::decay_t<E>::value_type;
 
 template <class M>
 struct is_softmax_mask : std::false_type {};
-template <std::size_t M>
-struct is_softmax_mask<IgnoreMask<M>> : std::true_type {};
-template <std::size_t M>
-struct is_softmax_mask<KeepMask<M>> : std::true_type {};
-template <Real T, std::size_t M>
-struct is_softmax_mask<AdditiveMask<T, M>> : std::true_type {};
+template <>
+struct is_softmax_mask<IgnoreMask> : std::true_type {};
+template <>
+struct is_softmax_mask<KeepMask> : std::true_type {};
+template <Real T>
+struct is_softmax_mask<AdditiveMask<T>> : std::true_type {};
 template <>
 struct is_softmax_mask<causal_t> : std::true_type {};
 template <std::size_t V>
 struct is_softmax_mask<ValidLens<V>> : std::true_type {};
+template <Real T>
+struct is_softmax_mask<AnyMask<T>> : std::true_type {};
 
 }  // namespace detail
 
 template <class M>
 concept SoftmaxMask = detail::is_softmax_mask<std::remove_cvref_t<M>>::value;
 
-// The makers take an xt::xtensor (moved when given an rvalue) or any fixed-rank expression of it.
-template <detail::FixedRankExpression E>
-IgnoreMask<detail::expr_rank<E>> ignore_mask(E&& m) {
+// The makers take any xtensor expression (xt::xtensor, xt::xarray, `tokens == pad_id`, ...);
+// valid_lens a fixed-rank one (its rank is checked against the scores' at compile time).
+template <class E>
+    requires xt::is_xexpression<std::decay_t<E>>::value
+IgnoreMask ignore_mask(E&& m) {
     static_assert(std::same_as<detail::expr_value_t<E>, bool>, "xgrad: ignore_mask needs a bool tensor");
-    return {xt::xtensor<bool, detail::expr_rank<E>>(std::forward<E>(m))};
+    return {xt::xarray<bool>(std::forward<E>(m))};
 }
-template <detail::FixedRankExpression E>
-KeepMask<detail::expr_rank<E>> keep_mask(E&& m) {
+template <class E>
+    requires xt::is_xexpression<std::decay_t<E>>::value
+KeepMask keep_mask(E&& m) {
     static_assert(std::same_as<detail::expr_value_t<E>, bool>, "xgrad: keep_mask needs a bool tensor");
-    return {xt::xtensor<bool, detail::expr_rank<E>>(std::forward<E>(m))};
+    return {xt::xarray<bool>(std::forward<E>(m))};
 }
-template <detail::FixedRankExpression E>
+template <class E>
+    requires xt::is_xexpression<std::decay_t<E>>::value
 auto additive_mask(E&& m) {
     using T = detail::expr_value_t<E>;
     static_assert(std::same_as<T, float> || std::same_as<T, double>,
                   "xgrad: additive_mask needs a float or double tensor");
-    return AdditiveMask<T, detail::expr_rank<E>>{xt::xtensor<T, detail::expr_rank<E>>(std::forward<E>(m))};
+    return AdditiveMask<T>{xt::xarray<T>(std::forward<E>(m))};
 }
 template <detail::FixedRankExpression E>
 ValidLens<detail::expr_rank<E>> valid_lens(E&& lens) {

@@ -107,9 +107,9 @@ struct real_of<std::vector<X, A>> : real_of<X> {};
 template <class Tuple>
 struct first_real_member;
 template <class... Xs>
-struct first_real_member<hana::tuple<Xs...>> : first_non_void<typename real_of<std::remove_cvref_t<Xs>>::type...> {};
+struct first_real_member<boost::hana::tuple<Xs...>> : first_non_void<typename real_of<std::remove_cvref_t<Xs>>::type...> {};
 template <Module M>
-struct real_of<M> : first_real_member<decltype(hana::members(std::declval<M>()))> {};
+struct real_of<M> : first_real_member<decltype(boost::hana::members(std::declval<M>()))> {};
 template <class M>
 using module_real_t = typename real_of<std::remove_cvref_t<M>>::type;
 

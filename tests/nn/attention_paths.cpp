@@ -1,8 +1,8 @@
-// The fused attention op (nn/attention_fused.hpp), which MultiheadAttention uses when its weights
-// stay inside: it must give what the two ops (attention_weights, attention_context) give, the
-// output and every gradient, on every mask kind and on lengths that cross SIMD vectors and the
-// softmax's chunks of columns; its study internals must be those of the weights op; and its result
-// must not depend on the thread count. Its gradcheck: src/checks/attention_flags.cpp (need_weights 0).
+// The attention paths (nn/attention/paths.hpp): the fused op and the two ops (weights, context)
+// must give what the reference composition of plain ops gives, the output and every gradient, on
+// every mask kind, with dropout, and on lengths that cross SIMD vectors and the softmax's chunks
+// of columns; the fused op's study internals must be those of the weights op; and its result
+// must not depend on the thread count. The module's gradchecks: src/checks/attention_flags.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include "xgrad/xgrad.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
-namespace test_nn_attention_fused {
+namespace test_nn_attention_paths {
 
 namespace {
 
@@ -85,7 +85,6 @@ void check_runs(const Run<T>& fused, const Run<T>& reference, double tolerance) 
 // sequence 1, and the last sequence wholly; attn2_bool ignores every key of query 1.
 template <Real T>
 nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
-    using Mask = nn::AttentionMask<T>;
     constexpr T inf = std::numeric_limits<T>::infinity();
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> normal;
@@ -97,26 +96,26 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
             pad(0, 0) = pad(0, 1) = pad(0, s.S - 1) = true;
             pad(1, s.S / 2) = true;
             for (std::size_t j = 0; j < s.S; ++j) pad(s.N - 1, j) = true;
-            fo.key_padding_mask = Mask::from_bool(pad);
+            fo.key_padding_mask = ignore_mask(pad);
             break;
         }
         case Masks::kpm_float: {
             xt::xarray<T> add = xt::zeros<T>({s.N, s.S});
             for (auto& x : add) x = rng() % 100 < 20 ? -inf : T(normal(rng));
-            fo.key_padding_mask = Mask::from_float(add);
+            fo.key_padding_mask = additive_mask(add);
             break;
         }
         case Masks::attn2_bool: {
             xt::xarray<bool> ignore = xt::zeros<bool>({s.L, s.S});
             for (auto& x : ignore) x = rng() % 100 < 35;
             for (std::size_t j = 0; j < s.S; ++j) ignore(1, j) = true;
-            fo.attn_mask = Mask::from_bool(ignore);
+            fo.attn_mask = ignore_mask(ignore);
             break;
         }
         case Masks::attn3_float: {
             xt::xarray<T> add = xt::zeros<T>({s.N * s.H, s.L, s.S});
             for (auto& x : add) x = rng() % 100 < 20 ? -inf : T(normal(rng));
-            fo.attn_mask = Mask::from_float(add);
+            fo.attn_mask = additive_mask(add);
             break;
         }
         case Masks::causal: fo.is_causal = true; break;
@@ -131,19 +130,20 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
 }
 
 template <Real T>
-nn::MultiheadAttention<T> make_module(const Shape& s, bool batch_first, bool extra_keys) {
+nn::MultiheadAttention<T> make_module(const Shape& s, bool batch_first, bool extra_keys, double dropout = 0) {
     Generator g(5);
-    nn::MultiheadAttention<T> m(
-        {.embed_dim = s.E, .num_heads = s.H, .add_bias_kv = extra_keys, .add_zero_attn = extra_keys, .batch_first = batch_first},
-        g);
+    nn::MultiheadAttention<T> m({.embed_dim = s.E, .num_heads = s.H, .dropout = dropout, .add_bias_kv = extra_keys,
+                                 .add_zero_attn = extra_keys, .batch_first = batch_first},
+                                g);
     m.in_proj_bias.value() = xt::xtensor<T, 1>(randn<1>({3 * s.E}, 4));  // torch zeroes them
     return m;
 }
 
-// The fused op (need_weights false) against the two ops (need_weights true; the loss does not read
-// the weights), for every mask kind on shape s.
+// The fast paths against the reference, for every mask kind on shape s: the fused op (no
+// need_weights), the two ops (need_weights; the loss does not read the weights), and with dropout
+// the two ops against the reference drawing the same dropout mask.
 template <Real T>
-void check_against_two_ops(const Shape& s, double tolerance) {
+void check_paths_against_reference(const Shape& s, double tolerance) {
     unsigned seed = 10;
     for (bool batch_first : {false, true})
         for (bool extra_keys : {false, true})
@@ -152,28 +152,52 @@ void check_against_two_ops(const Shape& s, double tolerance) {
                 if (kind == Masks::causal && s.L != s.S) continue;  // is_causal wants a square mask
                 INFO("L=" << s.L << " S=" << s.S << " E=" << s.E << " H=" << s.H << " batch_first=" << batch_first
                           << " extra_keys=" << extra_keys << " masks=" << int(kind));
-                auto m = make_module<T>(s, batch_first, extra_keys);
-                nn::MhaForwardOptions<T> fused = make_masks<T>(kind, s, seed++), reference = fused;
-                fused.need_weights = false, reference.need_weights = true;
                 const auto values_shape = batch_first ? std::array<std::size_t, 3>{s.N, s.S, s.E}
                                                       : std::array<std::size_t, 3>{s.S, s.N, s.E};
                 const xt::xtensor<T, 3> values = randn<3>(values_shape, 6);
-                check_runs(run(m, s, batch_first, fused, values), run(m, s, batch_first, reference, values), tolerance);
+                const nn::MhaForwardOptions<T> masks = make_masks<T>(kind, s, seed++);
+                const auto on_path = [&](nn::AttentionPath path, bool need_weights) {
+                    nn::MhaForwardOptions<T> fo = masks;
+                    fo.path = path, fo.need_weights = need_weights;
+                    return fo;
+                };
+                auto m = make_module<T>(s, batch_first, extra_keys);
+                const Run<T> reference = run(m, s, batch_first, on_path(nn::AttentionPath::reference, false), values);
+                check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, false), values), reference, tolerance);
+                check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, true), values), reference, tolerance);
+                auto dropping = make_module<T>(s, batch_first, extra_keys, 0.3);
+                Generator gen(7);
+                dropping.dropout_generator = &gen;
+                const Run<T> reference_dropped =
+                    run(dropping, s, batch_first, on_path(nn::AttentionPath::reference, true), values);
+                gen = Generator(7);
+                check_runs(run(dropping, s, batch_first, on_path(nn::AttentionPath::automatic, true), values),
+                           reference_dropped, tolerance);
             }
 }
 
 }  // namespace
 
-TEST_CASE("fused attention: the output and every gradient of the two ops, each mask kind (double)") {
+TEST_CASE("attention paths: fused and two ops give the reference's output and every gradient, each mask kind (double)") {
     // double has 8 lanes with AVX-512: L = 5 one partial vector, 19 three, 33 five (a chunk of 4 and 1)
-    check_against_two_ops<double>({3, 5, 9, 8, 2}, 1e-12);
-    check_against_two_ops<double>({3, 19, 12, 12, 3}, 1e-12);
-    check_against_two_ops<double>({3, 33, 33, 16, 2}, 1e-12);
+    check_paths_against_reference<double>({3, 5, 9, 8, 2}, 1e-12);
+    check_paths_against_reference<double>({3, 19, 12, 12, 3}, 1e-12);
+    check_paths_against_reference<double>({3, 33, 33, 16, 2}, 1e-12);
 }
 
-TEST_CASE("fused attention: the two ops' results in float32, lengths past one 16-lane vector") {
-    check_against_two_ops<float>({3, 70, 24, 32, 2}, 2e-5);
-    check_against_two_ops<float>({4, 17, 17, 8, 4}, 2e-5);
+TEST_CASE("attention paths: the reference's results in float32, lengths past one 16-lane vector") {
+    check_paths_against_reference<float>({3, 70, 24, 32, 2}, 2e-5);
+    check_paths_against_reference<float>({4, 17, 17, 8, 4}, 2e-5);
+}
+
+TEST_CASE("attention paths: the fused path refuses need_weights and dropout, naming them") {
+    const Shape s{2, 3, 3, 4, 2};
+    auto m = make_module<double>(s, false, false);
+    const auto x = parameter(xt::xtensor<double, 3>(randn<3>({s.L, s.N, s.E}, 1)));
+    nn::MhaForwardOptions<double> fo;
+    fo.path = nn::AttentionPath::fused;
+    CHECK_THROWS_WITH_AS(m.forward(x, x, x, fo), doctest::Contains("fused path keeps the weights inside; it cannot run with need_weights"),
+                         value_error);
 }
 
 TEST_CASE("fused attention: a NaN in a padded key's value reaches neither output nor gradients") {
@@ -275,4 +299,4 @@ TEST_CASE("fused attention: 2 threads give the 1-thread result exactly") {
     check_runs(two, one, 0);
 }
 
-}  // namespace test_nn_attention_fused
+}  // namespace test_nn_attention_paths

@@ -1,16 +1,16 @@
 // MultiheadAttention's attention as ONE tape op, for calls whose weights stay inside (need_weights
 // false, no dropout): O_bh (L, D) = softmax(scale · Q_bh · K_bhᵀ + masks) · V_bh for every head,
 // forward and backward each in one pass per (batch, head) over head-local buffers. The heads are
-// read and written in place (HeadLayout), as by the two ops of attention_core.hpp, which the
+// read and written in place (HeadLayout), as by the two ops of weights_context.hpp, which the
 // call uses when the weights leave it.
 //
 // The scores are kept TRANSPOSED, keys × queries, so that the queries are the SIMD lanes:
 //   - the softmax over keys runs down columns: max and sum are elementwise, never across lanes;
-//   - the partial vector is the queries' last one, and the live keys (attention_mask.hpp:
+//   - the partial vector is the queries' last one, and the live keys (ops/score_masks.hpp:
 //     KeyRange) are whole rows, however many;
 //   - every product reads its broadcast operand in place and its vector operand by contiguous
 //     rows; only Q (forward) and dO (backward) are transposed, once per head.
-// Keys outside a head's live range are skipped as in attention_core.hpp: their weights are 0,
+// Keys outside a head's live range are skipped as in weights_context.hpp: their weights are 0,
 // their keys and values are not read, and their rows of dK and dV not written.
 #pragma once
 #include <algorithm>
@@ -25,79 +25,10 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
-#include "xgrad/nn/attention_core.hpp"
+#include "xgrad/nn/attention/weights_context.hpp"
 #include "xgrad/ops/gemm_kernel.hpp"
 
 namespace xgrad::nn::detail {
-
-// f(chunk, v0) for the vectors [v0, v0 + chunk) of a row of `vectors`, chunk an integral_constant:
-// 4 at a time, then 2, then 1, so that a pass down the columns carries `chunk` independent chains.
-template <std::size_t Chunk = 4, class F>
-[[gnu::always_inline]] inline void for_each_column_chunk(std::size_t vectors, F f) {
-    std::size_t v0 = 0;
-    for (; v0 + Chunk <= vectors; v0 += Chunk) f(std::integral_constant<std::size_t, Chunk>{}, v0);
-    if constexpr (Chunk > 1) {
-        if (v0 < vectors) for_each_column_chunk<Chunk / 2>(vectors - v0, [&](auto c, std::size_t v) { f(c, v0 + v); });
-    }
-}
-
-// Softmax down each column of the (n, ld) block `st` (n ≥ 1 rows of scores, one per key; a column
-// per query) in place; columns are SIMD lanes, ld a whole number of vectors. A column whose every
-// score is -inf (a query that ignores every key) gets 0s; a NaN makes its column NaN.
-template <Real T>
-void softmax_columns(T* st, std::size_t n, std::size_t ld) {
-    using batch = simd::Vec<T>;
-    constexpr std::size_t W = simd::lanes<T>;
-    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    for_each_column_chunk(ld / W, [&](auto chunk, std::size_t v0) {
-        constexpr std::size_t C = decltype(chunk)::value;
-        T* col = st + v0 * W;
-        std::array<batch, C> max, sum;
-        for (std::size_t c = 0; c < C; ++c) max[c] = batch(neg_inf), sum[c] = batch(T(0));
-        for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t c = 0; c < C; ++c) max[c] = xsimd::max(max[c], batch::load_unaligned(col + j * ld + c * W));
-        // a fully ignored column: exp(-inf - 0) = 0 and sum 0, then 0 · 0 (a NaN there: NaN)
-        for (std::size_t c = 0; c < C; ++c) max[c] = xsimd::select(max[c] == batch(neg_inf), batch(T(0)), max[c]);
-        for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t c = 0; c < C; ++c) {
-                T* at = col + j * ld + c * W;
-                const batch e = xsimd::exp(batch::load_unaligned(at) - max[c]);
-                e.store_unaligned(at);
-                sum[c] += e;
-            }
-        for (std::size_t c = 0; c < C; ++c) sum[c] = xsimd::select(sum[c] == batch(T(0)), batch(T(0)), batch(T(1)) / sum[c]);
-        for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t c = 0; c < C; ++c) {
-                T* at = col + j * ld + c * W;
-                (batch::load_unaligned(at) * sum[c]).store_unaligned(at);
-            }
-    });
-}
-
-// The softmax's backward down the columns, dPᵀ becoming dSᵀ in place:
-//   dSᵀ (n, ld) = factor · Pᵀ ⊙ (dPᵀ − Σ_j dPᵀ ⊙ Pᵀ)   (the sum over keys j: down each column)
-template <Real T>
-void softmax_backward_columns(const T* pt, T* dst, std::size_t n, std::size_t ld, T factor) {
-    using batch = simd::Vec<T>;
-    constexpr std::size_t W = simd::lanes<T>;
-    for_each_column_chunk(ld / W, [&](auto chunk, std::size_t v0) {
-        constexpr std::size_t C = decltype(chunk)::value;
-        std::array<batch, C> dot;
-        for (std::size_t c = 0; c < C; ++c) dot[c] = batch(T(0));
-        for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t c = 0; c < C; ++c) {
-                const std::size_t at = j * ld + (v0 + c) * W;
-                dot[c] = xsimd::fma(batch::load_unaligned(dst + at), batch::load_unaligned(pt + at), dot[c]);
-            }
-        const batch vfactor(factor);
-        for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t c = 0; c < C; ++c) {
-                const std::size_t at = j * ld + (v0 + c) * W;
-                const batch p = batch::load_unaligned(pt + at);
-                (p * (batch::load_unaligned(dst + at) - dot[c]) * vfactor).store_unaligned(dst + at);
-            }
-    });
-}
 
 // O (L, B, E) or (B, L, E) = the attention of query heads q over key heads k and value heads v.
 template <Real T>
@@ -151,7 +82,7 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // study.hpp
 
 private:
     struct Grads {
@@ -178,7 +109,7 @@ private:
         // Sᵀ (S', L) = scale · K' (S', D) · Qᵀ (D, L)
         blas::kernel::product(Plan{n, L, D, k0, kl.seq_stride, 1, scale, T(0), pt, ld, nullptr}, qt.data(), ld);
         apply_masks(bh, keys, pt);
-        softmax_columns(pt, n, ld);
+        xgrad::detail::softmax_columns(pt, n, ld, ld, xgrad::detail::EmptyLine::zeros);
         // O_bh (L, D) = P (L, S') · V' (S', D), P(i, j) = Pᵀ[j·ld + i]
         blas::kernel::product(Plan{L, D, n, pt, 1, ld, T(1), T(0), o, out.seq_stride, nullptr}, v0, vl.seq_stride);
     }
@@ -235,7 +166,7 @@ private:
                                    ld, nullptr},
                               dot.data(), ld);
         // dSᵀ (S', L) = scale · Pᵀ ⊙ (dPᵀ − Σ_j dPᵀ ⊙ Pᵀ): the softmax's and the scale's backward
-        softmax_backward_columns(pt, dst.data(), n, ld, scale);
+        xgrad::detail::softmax_backward_columns(pt, dst.data(), dst.data(), n, ld, ld, scale);
         if (g.q)  // dQ_bh (L, D) += dS (L, S') · K' (S', D), dS(i, j) = dSᵀ[j·ld + i]
             blas::kernel::product(Plan{L, D, n, dst.data(), 1, ld, T(1), T(1), g.q + ql.at(b, h), ql.seq_stride, nullptr},
                                   k.source.value().data() + k_first, kl.seq_stride);
@@ -245,41 +176,8 @@ private:
     }
 };
 
-// For study, as the two-op path shows them: "scores" (B·H, L, S) = scale · Q·Kᵀ + masks, -inf where
-// ignored, and "weights" P (B·H, L, S), 0 outside the live keys; once a backward has reached the
-// node, their gradients dS = P ⊙ (dP − Σ_j dP ⊙ P) and dP = dO·Vᵀ (every column). Recomputed.
-template <Real T>
-void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
-    if (!q.source || !k.source || !v.source) return;  // inputs released: the tape was cleared
-    const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
-    const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, ld = this->ld();
-    const std::array<std::size_t, 3> shape{heads(), L, S};
-    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
-    xt::xtensor<T, 3> weights(shape, T(0)), dscores, dweights;
-    for (std::size_t bh = 0; bh < heads(); ++bh) {
-        const T* pt = probs_t.data() + bh * S * ld;
-        for (std::size_t j = live[bh].begin; j < live[bh].end; ++j)
-            for (std::size_t i = 0; i < L; ++i) weights(bh, i, j) = pt[(j - live[bh].begin) * ld + i];
-    }
-    if (this->has_grad()) {
-        dscores.resize(shape), dweights.resize(shape);
-        const T* dO = this->grad_storage()->data();
-        for (std::size_t bh = 0; bh < heads(); ++bh) {
-            const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-            blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride, head_of(v, bh),
-                       vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
-        }
-        softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
-    }
-    const ArrayView no_grad{this->view_of(scores).shape};
-    f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
-      this->has_grad() ? this->view_of(dscores) : no_grad);
-    f("weights", "softmax(scores), P", this->view_of(weights), this->has_grad() ? this->view_of(dweights) : no_grad);
-}
-
 // O in the layout `out` (E = H·D contiguous columns, shape out_shape) for query, key and value
-// heads; fill_masks(ScoreMasks&) merges the masks into the node's buffers (already reset to the
-// scores' shape (B·H, L, S')).
+// heads; fill_masks(ScoreMasks&) merges the masks into the node's buffers (reset to the scores' shape).
 template <Real T, class FillMasks>
 Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
                           FillMasks fill_masks, const HeadLayout& out, const std::array<std::size_t, 3>& out_shape) {
@@ -287,7 +185,7 @@ Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, cons
     check_head_operands(k.layout, v.layout, "key and value");
     auto node = make_node<FusedAttentionNode<T>>(any_requires_grad(q.source, k.source, v.source));
     node->q = q, node->k = k, node->v = v, node->out = out, node->scale = scale;
-    node->masks.reset({q.layout.batch * q.layout.heads, q.layout.len, k.layout.len});
+    node->masks.reset(std::array<std::size_t, 3>{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len});
     fill_masks(node->masks);
     if (node->value.shape() != out_shape) node->value.resize(out_shape);
     node->forward();

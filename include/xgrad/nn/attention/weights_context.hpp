@@ -25,56 +25,12 @@
 #include <xsimd/xsimd.hpp>
 
 #include "xgrad/core/var.hpp"
-#include "xgrad/nn/attention_mask.hpp"
-#include "xgrad/nn/attention_softmax.hpp"
+#include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/mha_masks.hpp"
+#include "xgrad/ops/softmax_kernels.hpp"
 #include "xgrad/ops/blas.hpp"
 
 namespace xgrad::nn::detail {
-
-// Where the heads of one operand live in a rank-3 tensor: (len, batch, C) when sequence first,
-// (batch, len, C) when batch first; head h of token (l, b) is columns [offset + h·D, +D) of row
-// l·seq_stride + b·batch_stride.
-struct HeadLayout {
-    std::size_t batch = 0, len = 0, heads = 0, head_dim = 0;
-    std::size_t seq_stride = 0, batch_stride = 0, offset = 0;
-
-    static HeadLayout of(const std::array<std::size_t, 3>& shape, bool batch_first, std::size_t heads,
-                         std::size_t head_dim, std::size_t offset) {
-        const std::size_t C = shape[2];
-        HeadLayout h;
-        h.batch = batch_first ? shape[0] : shape[1];
-        h.len = batch_first ? shape[1] : shape[0];
-        h.heads = heads, h.head_dim = head_dim, h.offset = offset;
-        h.seq_stride = batch_first ? C : h.batch * C;
-        h.batch_stride = batch_first ? h.len * C : C;
-        return h;
-    }
-    // The first element of head h of sequence b; rows follow at seq_stride.
-    std::size_t at(std::size_t b, std::size_t h) const { return b * batch_stride + offset + h * head_dim; }
-};
-
-// One operand of the attention: a projection and where its heads are.
-template <Real T>
-struct HeadOperand {
-    Var<T, 3> source;
-    HeadLayout layout;
-};
-
-// For study: the scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
-template <Real T>
-xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, const ScoreMasks<T>& masks) {
-    const HeadLayout &ql = q.layout, &kl = k.layout;
-    const std::size_t L = ql.len, S = kl.len;
-    xt::xtensor<T, 3> scores({ql.batch * ql.heads, L, S});
-    for (std::size_t bh = 0; bh < ql.batch * ql.heads; ++bh) {
-        const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-        blas::gemm(blas::Op::none, blas::Op::trans, L, S, ql.head_dim, scale, q.source.value().data() + ql.at(b, h),
-                   ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0), scores.data() + bh * L * S, S);
-    }
-    for (std::size_t r = 0; r < scores.size() / std::max<std::size_t>(S, 1); ++r)
-        apply_masks_row(scores.data() + r * S, S, masks.ignore.row(r), masks.additive.row(r));
-    return scores;
-}
 
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
 template <Real T>
@@ -104,7 +60,7 @@ public:
     // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P) from this node's value P
     // and gradient dP (factor: the scale, for the gradient of Q·Kᵀ), columns `keys` only
     void softmax_backward(T* out, T factor, std::size_t first, std::size_t last, KeyRange keys) const {
-        softmax_backward_rows(this->value.data(), this->grad_storage()->data(), out, k.layout.len, first, last,
+        xgrad::detail::softmax_backward_rows(this->value.data(), this->grad_storage()->data(), out, k.layout.len, first, last,
                               keys.begin, keys.size(), factor);
     }
 
@@ -121,8 +77,8 @@ public:
                 const KeyRange keys = live[bh];
                 const auto from_first_key = [&](const T* mask_row) { return mask_row ? mask_row + keys.begin : nullptr; };
                 scaled_scores(bh / H, bh % H, keys, P);
-                masked_softmax_rows(  // the ignore mask only where it ignores a key inside the range
-                    P + keys.begin, L, keys.size(), S,
+                xgrad::detail::softmax_rows(  // the ignore mask only where it ignores a key inside the range
+                    P + keys.begin, L, keys.size(), S, xgrad::detail::EmptyLine::zeros,
                     [&](std::size_t i) { return keys.holes ? from_first_key(ignore_row(bh * L + i)) : nullptr; },
                     [&](std::size_t i) { return from_first_key(additive_row(bh * L + i)); });
                 for (std::size_t i = 0; i < L; ++i) {  // the keys the head ignores
@@ -133,21 +89,7 @@ public:
         });
     }
 
-    // For study: the softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
-    // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
-    void for_each_internal(const Node::InternalVisitor& f) const override {
-        if (!q.source || !k.source) return;  // inputs released: the tape was cleared
-        const std::size_t S = k.layout.len;
-        const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
-        xt::xtensor<T, 3> grad;
-        if (this->has_grad()) {
-            grad.resize(this->value.shape());
-            softmax_backward(grad.data(), T(1), 0, this->value.size() / S, {0, S});
-        }
-        const ArrayView no_grad{this->view_of(scores).shape};
-        f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
-          this->has_grad() ? this->view_of(grad) : no_grad);
-    }
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // study.hpp
 
     void backward() override {
         const bool need_q = q.source.requires_grad(), need_k = k.source.requires_grad();
@@ -232,13 +174,8 @@ public:
     }
 };
 
-inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const char* what) {
-    if (q.batch != k.batch || q.heads != k.heads || q.head_dim != k.head_dim)
-        throw shape_error(std::string("MultiheadAttention: ") + what + ": heads of different geometry");
-}
-
 // P (B·H, L, S) for query heads q and key heads k. fill_masks(ScoreMasks&) merges the masks into
-// the node's buffers (already reset to the scores' shape).
+// the node's buffers (reset to the scores' shape).
 template <Real T, class FillMasks>
 Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, FillMasks fill_masks) {
     check_head_operands(q.layout, k.layout, "query and key");
