@@ -8,6 +8,7 @@ xgrad_logged() {
   log=$1 what=$2
   shift 2
   mkdir -p "$(dirname "$log")"
+  : > "$log"
   : > "$log.status"
   start=$(date +%s)
   tty=
@@ -16,7 +17,7 @@ xgrad_logged() {
   # awk copies every line to the log and, on a terminal, redraws the line with ninja's [n/m].
   { rc=0; "$@" 2>&1 || rc=$?; echo $rc > "$log.status"; } |
     awk -v logfile="$log" -v what="$what" -v tty="$tty" '
-      { print > logfile; fflush(logfile) }
+      { print >> logfile; fflush(logfile) }
       tty && /^\[[0-9]+\/[0-9]+\]/ { printf "\r\033[Kxgrad: %s ... %s", what, $1; fflush() }'
   status=$(cat "$log.status")
   rm -f "$log.status"
