@@ -14,11 +14,15 @@ xgrad_logged() {
   tty=
   [ ! -t 1 ] || tty=1
   printf 'xgrad: %s ...' "$what"
-  # awk copies every line to the log and, on a terminal, redraws the line with ninja's [n/m].
+  # Every line goes to the log; on a terminal, the step's line is redrawn with ninja's [n/m]. (A shell
+  # loop, not awk: mawk reads a pipe in blocks, which would hold the lines back.)
   { rc=0; "$@" 2>&1 || rc=$?; echo $rc > "$log.status"; } |
-    awk -v logfile="$log" -v what="$what" -v tty="$tty" '
-      { print >> logfile; fflush(logfile) }
-      tty && /^\[[0-9]+\/[0-9]+\]/ { printf "\r\033[Kxgrad: %s ... %s", what, $1; fflush() }'
+    while IFS= read -r line || [ -n "$line" ]; do
+      printf '%s\n' "$line" >&3
+      case $tty$line in
+        1\[*/*\]*) printf '\r\033[Kxgrad: %s ... %s]' "$what" "${line%%]*}" ;;
+      esac
+    done 3>> "$log"
   status=$(cat "$log.status")
   rm -f "$log.status"
   seconds=$(( $(date +%s) - start ))
