@@ -5,7 +5,7 @@
 // (_mm512_undefined_pd and friends, on purpose), and warn about it wherever such an intrinsic is
 // inlined into user code: GCC bug 105593, fixed in later releases. A diagnostic pragma applies to
 // the source it encloses, so the warnings are off for the intrinsic headers' code only: an
-// uninitialized variable in xgrad's code, or in code inlining these intrinsics, is still reported.
+// uninitialized variable in xgrad's own code is still reported.
 // The wrap works when this header comes before xsimd's or xtensor's first include: xgrad/core/var.hpp
 // and xgrad/core/simd.hpp include it first, and meson.build puts it at the start of every unit.
 #pragma once
