@@ -6,18 +6,25 @@ XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libcairo2-dev fonts-dejavu-core graphviz python3-numpy"
 
 # xgrad_install_missing PKG...: installs those of the Debian packages PKG... that are not installed
-# yet, with apt-get (as root or through sudo).
+# yet, with apt-get (as root or through sudo), quietly: its output goes to $XGRAD_APT_LOG (default
+# build/meson-logs/apt-get.txt), printed with the log's path if apt-get fails.
 xgrad_install_missing() {
   missing=""
   for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
   done
-  if [ -n "$missing" ]; then
-    echo "xgrad: installing missing Debian packages:$missing"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    # shellcheck disable=SC2086
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+  [ -n "$missing" ] || return 0
+  apt_log=${XGRAD_APT_LOG:-build/meson-logs/apt-get.txt}
+  mkdir -p "$(dirname "$apt_log")"
+  echo "xgrad: installing the missing Debian packages:$missing"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  # shellcheck disable=SC2086
+  if ! { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+         $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+       } > "$apt_log" 2>&1; then
+    tail -n 10 "$apt_log"
+    echo "xgrad: apt-get failed; its full log: $apt_log"
+    exit 1
   fi
 }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
 #include <xsimd/xsimd.hpp>
 
 namespace xgrad::simd {

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/error.hpp"
