@@ -57,8 +57,7 @@ TEST_CASE("every public op (include/xgrad/ops/) and module (include/xgrad/nn/) h
     const char* const public_ops[] = {
         "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "pow", "tanh", "sigmoid", "relu", "gelu",
         "gelu_tanh", "abs", "square", "sum", "mean", "max", "matmul", "linear", "reshape", "permute", "transpose",
-        "split_heads", "merge_heads", "split_heads4", "merge_heads4", "concat", "slice", "narrow", "expand",
-        "broadcast_to", "softmax", "log_softmax", "masked_softmax", "mse_loss", "cross_entropy", "layer_norm",
+        "split_heads", "merge_heads", "concat", "slice", "narrow", "expand", "broadcast_to", "softmax", "log_softmax", "masked_softmax", "mse_loss", "cross_entropy", "layer_norm",
         "dropout", "embedding", "scaled_dot_product_attention", "scaled_dot_product_attention_with_weights",
         "Linear", "Embedding", "LayerNorm", "Dropout", "PositionalEncoding", "MultiheadAttention"};
     for (const std::string op : public_ops) {

@@ -113,8 +113,8 @@ TEST_CASE("bad input: shape ops") {
     CHECK_THROWS_WITH_AS(split_heads(x3, 0), "split_heads: num_heads must be positive", value_error);
     CHECK_THROWS_WITH_AS(split_heads(x3, 4),
                          "split_heads: the last dim of x (2, 3, 6) is not divisible by num_heads 4", shape_error);
-    CHECK_THROWS_WITH_AS(split_heads4(x3, 5),
-                         "split_heads4: the last dim of x (2, 3, 6) is not divisible by num_heads 5", shape_error);
+    CHECK_THROWS_WITH_AS(split_heads<4>(x3, 5),
+                         "split_heads: the last dim of x (2, 3, 6) is not divisible by num_heads 5", shape_error);
     CHECK_THROWS_WITH_AS(merge_heads(x3, 0), "merge_heads: num_heads must be positive", value_error);
     CHECK_THROWS_WITH_AS(merge_heads(x3, 3),
                          "merge_heads: the first dim of x (2, 3, 6) is not divisible by num_heads 3", shape_error);
@@ -145,8 +145,8 @@ TEST_CASE("bad input: shape ops") {
     CHECK_THROWS_WITH_AS(reshape(Var<double, 2>{}, {6}),
                          "reshape: x is an empty Var (default-constructed or moved from)",
                          value_error);
-    CHECK_THROWS_WITH_AS(merge_heads4(Var<double, 4>{}),
-                         "merge_heads4: x is an empty Var (default-constructed or moved from)", value_error);
+    CHECK_THROWS_WITH_AS(merge_heads(Var<double, 4>{}),
+                         "merge_heads: x is an empty Var (default-constructed or moved from)", value_error);
     CHECK_THROWS_WITH_AS(narrow(Var<double, 2>{}, 0, 0, 1),
                          "narrow: x is an empty Var (default-constructed or moved from)", value_error);
 }

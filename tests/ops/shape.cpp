@@ -79,19 +79,19 @@ TEST_CASE("the gradient of a transpose is the transposed seed (by hand)") {
 TEST_CASE("split_heads / merge_heads follow d2l's transpose_qkv / transpose_output") {
     auto x = constant(D3{{{0, 1, 2, 3}, {4, 5, 6, 7}}});  // B=1, T=2, H=2, D=2
     CHECK(split_heads(x, 2).value() == D3{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}});
-    CHECK(split_heads4(x, 2).value() == D4{{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}}});
+    CHECK(split_heads<4>(x, 2).value() == D4{{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}}});
     auto b2 = constant(D3{{{0, 1, 2, 3}}, {{4, 5, 6, 7}}});  // B=2, T=1: rows are b·H + h
     CHECK(split_heads(b2, 2).value() == D3{{{0, 1}}, {{2, 3}}, {{4, 5}}, {{6, 7}}});
     auto heads = constant(D3{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}});
     CHECK(merge_heads(heads, 2).value() == x.value());
-    CHECK(merge_heads4(constant(D4{{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}}})).value() == x.value());
+    CHECK(merge_heads(constant(D4{{{{0, 1}, {4, 5}}, {{2, 3}, {6, 7}}}})).value() == x.value());
 }
 
 TEST_CASE("merge_heads undoes split_heads; split_heads equals reshape + permute + reshape") {
     auto x = constant(randn<3>({2, 3, 6}, 5));
     for (std::size_t h : {1, 2, 3, 6}) {
         CHECK(merge_heads(split_heads(x, h), h).value() == x.value());
-        CHECK(merge_heads4(split_heads4(x, h)).value() == x.value());
+        CHECK(merge_heads(split_heads<4>(x, h)).value() == x.value());
         const long H = long(h), D = 6 / H;
         auto composed = reshape<3>(permute(reshape<4>(x, {2, 3, H, D}), {0, 2, 1, 3}), {2 * H, 3, D});
         CHECK(split_heads(x, h).value() == composed.value());
@@ -101,7 +101,7 @@ TEST_CASE("merge_heads undoes split_heads; split_heads equals reshape + permute 
 TEST_CASE("head split/merge errors") {
     auto x = constant(D3(std::array<std::size_t, 3>{1, 2, 4}));
     CHECK_THROWS_AS(split_heads(x, 3), shape_error);
-    CHECK_THROWS_AS(split_heads4(x, 3), shape_error);
+    CHECK_THROWS_AS(split_heads<4>(x, 3), shape_error);
     CHECK_THROWS_AS(split_heads(x, 0), value_error);
     auto y = constant(D3(std::array<std::size_t, 3>{3, 2, 2}));
     CHECK_THROWS_WITH_AS(merge_heads(y, 2), "merge_heads: the first dim of x (3, 2, 2) is not divisible by num_heads 2",

@@ -85,6 +85,11 @@ public:
 
 template <class E>
 concept Expression = requires { typename E::xgrad_expression_tag; };
+// An elementwise expression not yet on the tape (a Var is an Expression already recorded). Every
+// op is written on Vars and takes these through one more overload, `template <LazyExpression E>`,
+// that materializes each with eval() (one node, expr.hpp) and calls the Var overload.
+template <class E>
+concept LazyExpression = Expression<E> && !requires(const E& e) { e.node(); };
 
 template <Real T, std::size_t N>
 class Var {

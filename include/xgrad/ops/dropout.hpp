@@ -63,8 +63,7 @@ Var<T, N> dropout(const Var<T, N>& x, double p, bool training, Generator& gen) {
     return Var<T, N>(node);
 }
 
-template <Expression E>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E>
 auto dropout(const E& e, double p, bool training, Generator& gen) {
     return dropout(eval(e), p, training, gen);
 }

@@ -200,44 +200,43 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
 //   a (M,K)     · b (K,N)     -> (M,N)
 //   a (...,M,K) · b (...,K,N) -> (...,M,N)   leading dimensions equal (no broadcasting)
 //   a (...,M,K) · b (K,N)     -> (...,M,N)   leading dimensions of a folded into one GEMM
-// Operands may be Vars or elementwise expressions (materialized first).
-template <Expression A, Expression B>
-auto matmul(const A& a, const B& b) {
-    static_assert(std::same_as<typename A::value_type, typename B::value_type>,
-                  "xgrad: matmul cannot mix float and double operands");
-    constexpr bool ranks_fit = A::rank >= 2 && (B::rank == A::rank || B::rank == 2);
+template <Real TA, std::size_t NA, Real TB, std::size_t NB>
+auto matmul(const Var<TA, NA>& a, const Var<TB, NB>& b) {
+    static_assert(std::same_as<TA, TB>, "xgrad: matmul cannot mix float and double operands");
+    constexpr bool ranks_fit = NA >= 2 && (NB == NA || NB == 2);
     static_assert(ranks_fit,
                   "xgrad: matmul needs operands of equal rank (>= 2), or a rank-2 right operand with a "
                   "higher-rank left one");
-    if constexpr (ranks_fit && std::same_as<typename A::value_type, typename B::value_type>)
-        return detail::matmul_vars(eval(a), eval(b));
+    if constexpr (ranks_fit && std::same_as<TA, TB>) return detail::matmul_vars(a, b);
 }
-
 // linear(x, W, b) = x · Wᵀ + b, as PyTorch's F.linear: x (..., in) of rank >= 1, W (out, in),
 // b (out) -> (..., out). One GEMM over all leading dimensions of x.
-template <Expression X, Expression W, Expression B>
-auto linear(const X& x, const W& weight, const B& bias) {
-    using T = typename X::value_type;
-    constexpr bool types_fit = std::same_as<typename W::value_type, T> && std::same_as<typename B::value_type, T>;
-    constexpr bool ranks_fit = X::rank >= 1 && W::rank == 2 && B::rank == 1;
+template <Real T, std::size_t N, Real TW, std::size_t NW, Real TB, std::size_t NB>
+auto linear(const Var<T, N>& x, const Var<TW, NW>& weight, const Var<TB, NB>& bias) {
+    constexpr bool types_fit = std::same_as<TW, T> && std::same_as<TB, T>;
+    constexpr bool ranks_fit = N >= 1 && NW == 2 && NB == 1;
     static_assert(types_fit, "xgrad: linear cannot mix float and double operands");
     static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1, weight (out, in) of rank 2 and bias (out) of rank 1");
-    if constexpr (types_fit && ranks_fit) {
-        const Var<T, 1> b = eval(bias);
-        return detail::linear_vars(eval(x), eval(weight), &b);
-    }
+    if constexpr (types_fit && ranks_fit) return detail::linear_vars(x, weight, &bias);
+}
+// linear(x, W) = x · Wᵀ: x (..., in), W (out, in) -> (..., out).
+template <Real T, std::size_t N, Real TW, std::size_t NW>
+auto linear(const Var<T, N>& x, const Var<TW, NW>& weight) {
+    static_assert(std::same_as<TW, T>, "xgrad: linear cannot mix float and double operands");
+    static_assert(N >= 1 && NW == 2, "xgrad: linear needs x of rank >= 1 and weight (out, in) of rank 2");
+    if constexpr (std::same_as<TW, T> && N >= 1 && NW == 2) return detail::linear_vars<T, N>(x, weight, nullptr);
 }
 
-// linear(x, W) = x · Wᵀ: x (..., in), W (out, in) -> (..., out).
-template <Expression X, Expression W>
-auto linear(const X& x, const W& weight) {
-    using T = typename X::value_type;
-    constexpr bool types_fit = std::same_as<typename W::value_type, T>;
-    constexpr bool ranks_fit = X::rank >= 1 && W::rank == 2;
-    static_assert(types_fit, "xgrad: linear cannot mix float and double operands");
-    static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1 and weight (out, in) of rank 2");
-    if constexpr (types_fit && ranks_fit)
-        return detail::linear_vars<T, X::rank>(eval(x), eval(weight), nullptr);
+// Operands that are elementwise expressions are materialized first (one node each).
+template <Expression A, Expression B>
+    requires(LazyExpression<A> || LazyExpression<B>)
+auto matmul(const A& a, const B& b) {
+    return matmul(eval(a), eval(b));
+}
+template <Expression X, Expression W, Expression... B>
+    requires(sizeof...(B) <= 1 && (LazyExpression<X> || LazyExpression<W> || (LazyExpression<B> || ...)))
+auto linear(const X& x, const W& weight, const B&... bias) {
+    return linear(eval(x), eval(weight), eval(bias)...);
 }
 
 }  // namespace xgrad

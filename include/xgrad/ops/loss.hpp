@@ -266,8 +266,7 @@ template <Real T, std::size_t N>
 Var<T, N> mse_loss(const Var<T, N>& input, const xt::xtensor<T, N>& target, unreduced_t) {
     return detail::mse_loss_impl<N>(input, constant(target), detail::LossMode::none);
 }
-template <Expression E, class Target, class... Args>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E, class Target, class... Args>
 auto mse_loss(const E& input, const Target& target, Args... args) {
     return mse_loss(eval(input), target, args...);
 }
@@ -288,8 +287,7 @@ Var<T, R - 1> cross_entropy(const Var<T, R>& logits, const xt::xtensor<std::int6
                             const CrossEntropyOptions& options = {}) {
     return detail::cross_entropy_impl<R - 1>(logits, targets, options, detail::LossMode::none);
 }
-template <Expression E, class... Args>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E, class... Args>
 auto cross_entropy(const E& logits, const Args&... args) {
     return cross_entropy(eval(logits), args...);
 }

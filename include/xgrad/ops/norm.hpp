@@ -121,8 +121,7 @@ Var<T, N> layer_norm(const Var<T, N>& x, double eps = 1e-5) {
     return detail::layer_norm_impl(x, Var<T, 1>{}, Var<T, 1>{}, eps);
 }
 
-template <Expression E, class... Args>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E, class... Args>
 auto layer_norm(const E& e, const Args&... args) {
     return layer_norm(eval(e), args...);
 }

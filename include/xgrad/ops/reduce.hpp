@@ -152,8 +152,7 @@ Var<T, N> reduce_axis_keep(const Var<T, N>& x, long axis, Reduction kind) {
     Var<T, N> NAME(const Var<T, N>& x, long axis, keepdims_t) {                                          \
         return detail::reduce_axis_keep(x, axis, KIND);                                                  \
     }                                                                                                    \
-    template <Expression E, class... Args>                                                               \
-        requires(!requires(E e) { e.node(); })                                                           \
+    template <LazyExpression E, class... Args>                                                           \
     auto NAME(const E& e, Args... args) {                                                                \
         return NAME(eval(e), args...);                                                                   \
     }

@@ -118,48 +118,42 @@ std::size_t head_dim(const S& s, std::size_t num_heads, const char* op) {
 }
 }  // namespace detail
 
-// x (B, T, H·D) -> (B·H, T, D): Y[b·H + h, t, d] = X[b, t, h·D + d]; dX[b, t, h·D + d] += dY[b·H + h, t, d].
-template <Real T, std::size_t N>
-Var<T, 3> split_heads(const Var<T, N>& x, std::size_t num_heads) {
+// x (B, T, H·D) -> (B·H, T, D) (M = 3, the default: d2l's transpose_qkv) or (B, H, T, D) (M = 4):
+// Y[b·H + h, t, d] = Y[b, h, t, d] = X[b, t, h·D + d]; dX[b, t, h·D + d] += dY at the same place.
+template <std::size_t M = 3, Real T, std::size_t N>
+Var<T, M> split_heads(const Var<T, N>& x, std::size_t num_heads) {
     static_assert(N == 3, "xgrad: split_heads needs a rank-3 input (B, T, H*D)");
+    static_assert(M == 3 || M == 4, "xgrad: split_heads<3> gives (B*H, T, D), split_heads<4> (B, H, T, D)");
     detail::require_var(x, "split_heads", "x");
     const auto s = detail::heads_shape3(x.shape());
     const std::size_t D = detail::head_dim(s, num_heads, "split_heads");
-    return detail::gather<3>(x, std::array<std::size_t, 3>{s[0] * num_heads, s[1], D},
-                             detail::split_heads_map(s[0], s[1], num_heads, D), "split_heads");
+    std::array<std::size_t, M> out;
+    if constexpr (M == 3) out = {s[0] * num_heads, s[1], D};
+    else out = {s[0], num_heads, s[1], D};
+    return detail::gather<M>(x, out, detail::split_heads_map(s[0], s[1], num_heads, D), "split_heads");
 }
-// x (B, T, H·D) -> (B, H, T, D): Y[b, h, t, d] = X[b, t, h·D + d]; dX[b, t, h·D + d] += dY[b, h, t, d].
+// x (B·H, T, D) with num_heads (d2l's transpose_output), or (B, H, T, D) -> (B, T, H·D):
+// Y[b, t, h·D + d] = X[b·H + h, t, d] = X[b, h, t, d]; dX at the same place += dY[b, t, h·D + d].
+// With a rank-4 x, num_heads may be left 0 (it is x's axis 1) or must equal it.
 template <Real T, std::size_t N>
-Var<T, 4> split_heads4(const Var<T, N>& x, std::size_t num_heads) {
-    static_assert(N == 3, "xgrad: split_heads4 needs a rank-3 input (B, T, H*D)");
-    detail::require_var(x, "split_heads4", "x");
-    const auto s = detail::heads_shape3(x.shape());
-    const std::size_t D = detail::head_dim(s, num_heads, "split_heads4");
-    return detail::gather<4>(x, std::array<std::size_t, 4>{s[0], num_heads, s[1], D},
-                             detail::split_heads_map(s[0], s[1], num_heads, D), "split_heads4");
-}
-// x (B·H, T, D) -> (B, T, H·D): Y[b, t, h·D + d] = X[b·H + h, t, d]; dX[b·H + h, t, d] += dY[b, t, h·D + d].
-template <Real T, std::size_t N>
-Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads) {
-    static_assert(N == 3, "xgrad: merge_heads needs a rank-3 input (B*H, T, D)");
+Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads = 0) {
+    static_assert(N == 3 || N == 4, "xgrad: merge_heads needs (B*H, T, D) with num_heads, or (B, H, T, D)");
     detail::require_var(x, "merge_heads", "x");
-    const auto s = detail::heads_shape3(x.shape());
-    if (num_heads == 0) throw value_error("merge_heads: num_heads must be positive");
-    if (s[0] % num_heads != 0)
+    const auto& s = x.shape();
+    if constexpr (N == 4) {
+        if (num_heads != 0 && num_heads != s[1])
+            throw shape_error("merge_heads: num_heads " + std::to_string(num_heads) + " differs from axis 1 of x " +
+                              shape_str(s));
+        num_heads = s[1];
+    } else if (num_heads == 0) {
+        throw value_error("merge_heads: num_heads must be positive");
+    } else if (s[0] % num_heads != 0) {
         throw shape_error("merge_heads: the first dim of x " + shape_str(s) + " is not divisible by num_heads " +
                           std::to_string(num_heads));
-    const std::size_t B = s[0] / num_heads;
-    return detail::gather<3>(x, std::array<std::size_t, 3>{B, s[1], num_heads * s[2]},
-                             detail::merge_heads_map(B, num_heads, s[1], s[2]), "merge_heads");
-}
-// x (B, H, T, D) -> (B, T, H·D): Y[b, t, h·D + d] = X[b, h, t, d]; dX[b, h, t, d] += dY[b, t, h·D + d].
-template <Real T, std::size_t N>
-Var<T, 3> merge_heads4(const Var<T, N>& x) {
-    static_assert(N == 4, "xgrad: merge_heads4 needs a rank-4 input (B, H, T, D)");
-    detail::require_var(x, "merge_heads4", "x");
-    const auto& s = x.shape();
-    return detail::gather<3>(x, std::array<std::size_t, 3>{s[0], s[2], s[1] * s[3]},
-                             detail::merge_heads_map(s[0], s[1], s[2], s[3]), "merge_heads4");
+    }
+    const std::size_t B = N == 4 ? s[0] : s[0] / num_heads, L = s[N - 2], D = s[N - 1];
+    return detail::gather<3>(x, std::array<std::size_t, 3>{B, L, num_heads * D},
+                             detail::merge_heads_map(B, num_heads, L, D), "merge_heads");
 }
 
 // ---- slice / narrow along one axis ----
@@ -249,27 +243,27 @@ Var<T, M> broadcast_to(const Var<T, N>& x, const std::size_t (&shape)[M]) {
 }
 
 // ---- elementwise expressions are materialized first ----
-template <std::size_t M, detail::NonVarExpression E>
+template <std::size_t M, LazyExpression E>
 auto reshape(const E& e, const std::array<long, M>& shape) {
     return reshape<M>(eval(e), shape);
 }
-template <detail::NonVarExpression E>
+template <LazyExpression E>
 auto permute(const E& e, const std::array<std::size_t, E::rank>& order) {
     return permute(eval(e), order);
 }
-template <detail::NonVarExpression E>
+template <LazyExpression E>
 auto transpose(const E& e, long dim0, long dim1) {
     return transpose(eval(e), dim0, dim1);
 }
-template <detail::NonVarExpression E>
+template <LazyExpression E>
 auto slice(const E& e, long axis, long start, long stop) {
     return slice(eval(e), axis, start, stop);
 }
-template <detail::NonVarExpression E>
+template <LazyExpression E>
 auto narrow(const E& e, long axis, long start, long length) {
     return narrow(eval(e), axis, start, length);
 }
-template <std::size_t M, detail::NonVarExpression E>
+template <std::size_t M, LazyExpression E>
 auto expand(const E& e, const std::array<std::size_t, M>& shape) {
     return expand<M>(eval(e), shape);
 }

@@ -18,9 +18,6 @@ namespace detail {
 
 inline constexpr std::size_t max_view_rank = 16;
 
-template <class E>
-concept NonVarExpression = Expression<E> && !requires(const E& e) { e.node(); };
-
 // Row-major strides of a contiguous tensor (at most max_view_rank axes).
 template <class S>
 std::array<std::size_t, max_view_rank> contiguous_strides(const S& shape) {

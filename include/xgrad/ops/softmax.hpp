@@ -107,7 +107,7 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
 // The masks of a masked_softmax over scores of `shape`, merged for the kernels; thrown errors
 // name `op`. Per thread, reused: a steady step allocates nothing.
 template <Real T, class Shape, SoftmaxMask... Masks>
-const ScoreMasks<T>& merged_masks(const Shape& shape, const char* op, const Masks&... masks) {
+const ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] const char* op, const Masks&... masks) {
     thread_local ScoreMasks<T> merged;
     merged.reset(shape);
     (merge_mask(merged, masks, shape, op), ...);
@@ -164,18 +164,16 @@ Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
 }
 
 // Expressions are materialized first: softmax(a * b, -1), masked_softmax(scores * scale, causal).
-template <Expression E>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E>
 auto softmax(const E& e, long axis) {
     return softmax(eval(e), axis);
 }
-template <Expression E>
-    requires(!requires(E e) { e.node(); })
+template <LazyExpression E>
 auto log_softmax(const E& e, long axis) {
     return log_softmax(eval(e), axis);
 }
-template <Expression E, SoftmaxMask... Masks>
-    requires(!requires(E e) { e.node(); } && sizeof...(Masks) >= 1)
+template <LazyExpression E, SoftmaxMask... Masks>
+    requires(sizeof...(Masks) >= 1)
 auto masked_softmax(const E& e, const Masks&... masks) {
     return masked_softmax(eval(e), masks...);
 }
