@@ -31,3 +31,5 @@
 #include "xgrad/check/gradcheck.hpp"
 #include "xgrad/check/random.hpp"
 #include "xgrad/check/module_check.hpp"
+// Last: what libxgrad compiled, declared extern (when it is linked).
+#include "xgrad/precompiled.hpp"

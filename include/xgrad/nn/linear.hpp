@@ -16,18 +16,7 @@ struct Linear {
 
     Linear() = default;
     // weight (out, in) ~ kaiming_uniform(a = √5) = U(±1/√in); bias (out) ~ U(±1/√in); no bias when !bias.
-    Linear(std::size_t in_features, std::size_t out_features, Generator& gen, bool with_bias = true) {
-        if (in_features == 0 || out_features == 0)
-            throw value_error("Linear: in_features and out_features must be positive, got " +
-                              std::to_string(in_features) + " and " + std::to_string(out_features));
-        weight = parameter(xt::xtensor<T, 2>::from_shape({out_features, in_features}));
-        init::kaiming_uniform_(weight, std::sqrt(5.0), gen);
-        if (with_bias) {
-            bias = parameter(xt::xtensor<T, 1>::from_shape({out_features}));
-            const double bound = 1 / std::sqrt(double(in_features));
-            init::uniform_(bias, -bound, bound, gen);
-        }
-    }
+    Linear(std::size_t in_features, std::size_t out_features, Generator& gen, bool with_bias = true);
 
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
@@ -37,5 +26,20 @@ struct Linear {
     std::size_t in_features() const { return weight.shape(1); }
     std::size_t out_features() const { return weight.shape(0); }
 };
+
+// Out of the class: libxgrad compiles it once for float and double (xgrad/precompiled.hpp).
+template <Real T>
+Linear<T>::Linear(std::size_t in_features, std::size_t out_features, Generator& gen, bool with_bias) {
+    if (in_features == 0 || out_features == 0)
+        throw value_error("Linear: in_features and out_features must be positive, got " +
+                          std::to_string(in_features) + " and " + std::to_string(out_features));
+    weight = parameter(xt::xtensor<T, 2>::from_shape({out_features, in_features}));
+    init::kaiming_uniform_(weight, std::sqrt(5.0), gen);
+    if (with_bias) {
+        bias = parameter(xt::xtensor<T, 1>::from_shape({out_features}));
+        const double bound = 1 / std::sqrt(double(in_features));
+        init::uniform_(bias, -bound, bound, gen);
+    }
+}
 
 }  // namespace xgrad::nn

@@ -74,32 +74,7 @@ public:
         requires Module<M>
     explicit AdamFamily(M& model, Options options = {}) : AdamFamily(named_parameters<T>(model), options) {}
 
-    void step() override {
-        validate();
-        const Options& o = options_;
-        const double b1 = o.betas.first, b2 = o.betas.second;
-        for (auto& p : this->params_) {
-            const T* g = p.grad ? p.grad() : nullptr;
-            if (!g) continue;
-            AdamState<T>& s = state_for(p);
-            ++s.step;
-            const double bc1 = 1 - std::pow(b1, double(s.step)), bc2 = 1 - std::pow(b2, double(s.step));
-            const T neg_step_size = T(-(o.lr / bc1)), inv_bc2_sqrt = T(1 / std::sqrt(bc2)), eps = T(o.eps);
-            const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
-            const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
-            const Scalars sc{neg_step_size, inv_bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
-            T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
-            // One loop per variant, without branches inside, so the compiler vectorizes it; large
-            // parameters split over xgrad's threads (elementwise: the result does not depend on them).
-            auto run = [&]<bool Maximize, bool L2, bool Ams>() {
-                T *m = s.exp_avg.data(), *v = s.exp_avg_sq.data();
-                parallel_for(p.size, 16.0 * double(p.size), [&](std::size_t b, std::size_t e) {
-                    update<Maximize, L2, Ams>(p.value + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, sc);
-                });
-            };
-            with_flags(run, o.maximize, !Decoupled && o.weight_decay != 0, vmax != nullptr);
-        }
-    }
+    void step() override;
 
     double lr() const override { return options_.lr; }
     void set_lr(double lr) override {
@@ -112,17 +87,7 @@ public:
     // Per-parameter state by name: only parameters that have been stepped have an entry.
     const State& state() const { return state_; }
     // Restores a checkpointed state(): every name must be a parameter, every buffer its shape.
-    void load_state(const State& state) {
-        for (const auto& [pname, s] : state) {
-            const auto& p = detail::state_owner(this->params_, pname, name());
-            detail::check_buffer(p, s.exp_avg, name(), "exp_avg");
-            detail::check_buffer(p, s.exp_avg_sq, name(), "exp_avg_sq");
-            if (s.max_exp_avg_sq) detail::check_buffer(p, *s.max_exp_avg_sq, name(), "max_exp_avg_sq");
-            if (s.step < 0)
-                throw value_error(std::string(name()) + ": load_state: step of \"" + pname + "\" is negative");
-        }
-        state_ = state;
-    }
+    void load_state(const State& state);
 
     static const char* name() { return Decoupled ? "AdamW" : "Adam"; }
 
@@ -153,31 +118,79 @@ private:
         }
     }
 
-    AdamState<T>& state_for(const ParameterRef<T>& p) {
-        auto [it, fresh] = state_.try_emplace(p.name);
-        AdamState<T>& s = it->second;
-        if (fresh) s.exp_avg = zeros_like(p), s.exp_avg_sq = zeros_like(p);
-        if (options_.amsgrad && !s.max_exp_avg_sq) s.max_exp_avg_sq = zeros_like(p);
-        if (s.exp_avg.size() != p.size)
-            throw shape_error(std::string(name()) + ": the state of \"" + p.name + "\" has shape " +
-                              shape_str(s.exp_avg.shape()) + " but the parameter now has shape " +
-                              shape_str(p.shape));
-        return s;
-    }
-
-    void validate() const {
-        const Options& o = options_;
-        const std::string op = name();
-        detail::check_lr(o.lr, name());
-        if (!(o.eps >= 0)) throw value_error(op + ": eps must be >= 0, got " + std::to_string(o.eps));
-        if (!(o.betas.first >= 0 && o.betas.first < 1))
-            throw value_error(op + ": betas.first must be in [0, 1), got " + std::to_string(o.betas.first));
-        if (!(o.betas.second >= 0 && o.betas.second < 1))
-            throw value_error(op + ": betas.second must be in [0, 1), got " + std::to_string(o.betas.second));
-        if (!(o.weight_decay >= 0))
-            throw value_error(op + ": weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
-    }
+    AdamState<T>& state_for(const ParameterRef<T>& p);
+    void validate() const;
 };
+
+// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+
+template <Real T, class Options, bool Decoupled>
+void AdamFamily<T, Options, Decoupled>::step() {
+    validate();
+    const Options& o = options_;
+    const double b1 = o.betas.first, b2 = o.betas.second;
+    for (auto& p : this->params_) {
+        const T* g = p.grad ? p.grad() : nullptr;
+        if (!g) continue;
+        AdamState<T>& s = state_for(p);
+        ++s.step;
+        const double bc1 = 1 - std::pow(b1, double(s.step)), bc2 = 1 - std::pow(b2, double(s.step));
+        const T neg_step_size = T(-(o.lr / bc1)), inv_bc2_sqrt = T(1 / std::sqrt(bc2)), eps = T(o.eps);
+        const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
+        const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
+        const Scalars sc{neg_step_size, inv_bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
+        T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
+        // One loop per variant, without branches inside, so the compiler vectorizes it; large
+        // parameters split over xgrad's threads (elementwise: the result does not depend on them).
+        auto run = [&]<bool Maximize, bool L2, bool Ams>() {
+            T *m = s.exp_avg.data(), *v = s.exp_avg_sq.data();
+            parallel_for(p.size, 16.0 * double(p.size), [&](std::size_t b, std::size_t e) {
+                update<Maximize, L2, Ams>(p.value + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, sc);
+            });
+        };
+        with_flags(run, o.maximize, !Decoupled && o.weight_decay != 0, vmax != nullptr);
+    }
+}
+
+template <Real T, class Options, bool Decoupled>
+void AdamFamily<T, Options, Decoupled>::load_state(const State& state) {
+    for (const auto& [pname, s] : state) {
+        const auto& p = detail::state_owner(this->params_, pname, name());
+        detail::check_buffer(p, s.exp_avg, name(), "exp_avg");
+        detail::check_buffer(p, s.exp_avg_sq, name(), "exp_avg_sq");
+        if (s.max_exp_avg_sq) detail::check_buffer(p, *s.max_exp_avg_sq, name(), "max_exp_avg_sq");
+        if (s.step < 0)
+            throw value_error(std::string(name()) + ": load_state: step of \"" + pname + "\" is negative");
+    }
+    state_ = state;
+}
+
+template <Real T, class Options, bool Decoupled>
+AdamState<T>& AdamFamily<T, Options, Decoupled>::state_for(const ParameterRef<T>& p) {
+    auto [it, fresh] = state_.try_emplace(p.name);
+    AdamState<T>& s = it->second;
+    if (fresh) s.exp_avg = zeros_like(p), s.exp_avg_sq = zeros_like(p);
+    if (options_.amsgrad && !s.max_exp_avg_sq) s.max_exp_avg_sq = zeros_like(p);
+    if (s.exp_avg.size() != p.size)
+        throw shape_error(std::string(name()) + ": the state of \"" + p.name + "\" has shape " +
+                          shape_str(s.exp_avg.shape()) + " but the parameter now has shape " +
+                          shape_str(p.shape));
+    return s;
+}
+
+template <Real T, class Options, bool Decoupled>
+void AdamFamily<T, Options, Decoupled>::validate() const {
+    const Options& o = options_;
+    const std::string op = name();
+    detail::check_lr(o.lr, name());
+    if (!(o.eps >= 0)) throw value_error(op + ": eps must be >= 0, got " + std::to_string(o.eps));
+    if (!(o.betas.first >= 0 && o.betas.first < 1))
+        throw value_error(op + ": betas.first must be in [0, 1), got " + std::to_string(o.betas.first));
+    if (!(o.betas.second >= 0 && o.betas.second < 1))
+        throw value_error(op + ": betas.second must be in [0, 1), got " + std::to_string(o.betas.second));
+    if (!(o.weight_decay >= 0))
+        throw value_error(op + ": weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+}
 
 }  // namespace detail
 

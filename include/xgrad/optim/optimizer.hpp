@@ -22,17 +22,8 @@ namespace xgrad::optim {
 template <Real T>
 class Optimizer {
 public:
-    explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
-        std::set<std::string> names;
-        std::set<const Node*> nodes;
-        for (const auto& p : params_) {
-            if (!names.insert(p.name).second)
-                throw value_error(std::string(name) + ": parameter name \"" + p.name + "\" appears twice");
-            if (p.node && !nodes.insert(p.node).second)
-                throw value_error(std::string(name) + ": parameter \"" + p.name +
-                                  "\" is the same tensor as an earlier parameter");
-        }
-    }
+    // Checks the names and the tensors are unique; `name` is the optimizer's, for errors.
+    explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name);
     virtual ~Optimizer() = default;
 
     // One update of every parameter that has a gradient.
@@ -49,6 +40,19 @@ public:
 protected:
     std::vector<ParameterRef<T>> params_;
 };
+
+template <Real T>
+Optimizer<T>::Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
+    std::set<std::string> names;
+    std::set<const Node*> nodes;
+    for (const auto& p : params_) {
+        if (!names.insert(p.name).second)
+            throw value_error(std::string(name) + ": parameter name \"" + p.name + "\" appears twice");
+        if (p.node && !nodes.insert(p.node).second)
+            throw value_error(std::string(name) + ": parameter \"" + p.name +
+                              "\" is the same tensor as an earlier parameter");
+    }
+}
 
 namespace detail {
 

@@ -42,38 +42,7 @@ public:
         requires Module<M>
     SGD(M& model, SGDOptions options) : SGD(named_parameters<T>(model), options) {}
 
-    void step() override {
-        validate();
-        const SGDOptions& o = options_;
-        const T neg_lr = T(-o.lr), wd = T(o.weight_decay), momentum = T(o.momentum), keep = T(1 - o.dampening);
-        for (auto& p : this->params_) {
-            const T* g = p.grad ? p.grad() : nullptr;
-            if (!g) continue;
-            T* w = p.value;
-            T* buf = nullptr;
-            bool first = false;
-            if (o.momentum != 0) {
-                auto& s = state_[p.name];
-                first = !s.momentum_buffer;
-                if (first) s.momentum_buffer = detail::zeros_like(p);
-                if (s.momentum_buffer->size() != p.size)
-                    throw shape_error("SGD: the momentum buffer of \"" + p.name + "\" has shape " +
-                                      shape_str(s.momentum_buffer->shape()) + " but the parameter now has shape " +
-                                      shape_str(p.shape));
-                buf = s.momentum_buffer->data();
-            }
-            // every array below is the parameter's (size,) flat view
-            for (std::size_t i = 0; i < p.size; ++i) {
-                T d = o.maximize ? -g[i] : g[i];
-                if (o.weight_decay != 0) d = d + wd * w[i];
-                if (buf) {
-                    buf[i] = first ? d : buf[i] * momentum + keep * d;
-                    d = o.nesterov ? d + momentum * buf[i] : buf[i];
-                }
-                w[i] = w[i] + neg_lr * d;
-            }
-        }
-    }
+    void step() override;
 
     double lr() const override { return options_.lr; }
     void set_lr(double lr) override {
@@ -84,32 +53,74 @@ public:
     const SGDOptions& options() const { return options_; }
 
     const State& state() const { return state_; }
-    void load_state(const State& state) {
-        for (const auto& [pname, s] : state) {
-            const auto& p = detail::state_owner(this->params_, pname, "SGD");
-            if (s.momentum_buffer) detail::check_buffer(p, *s.momentum_buffer, "SGD", "momentum_buffer");
-        }
-        state_ = state;
-    }
+    void load_state(const State& state);
 
 private:
     SGDOptions options_;
     State state_;
 
-    void validate() const {
-        const SGDOptions& o = options_;
-        if (!(o.lr >= 0))
-            throw value_error("SGD: lr must be >= 0 (it has no default, as in torch), got " + std::to_string(o.lr));
-        if (!(o.momentum >= 0)) throw value_error("SGD: momentum must be >= 0, got " + std::to_string(o.momentum));
-        if (!(o.weight_decay >= 0))
-            throw value_error("SGD: weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
-        if (!std::isfinite(o.dampening))
-            throw value_error("SGD: dampening must be finite, got " + std::to_string(o.dampening));
-        if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-            throw value_error("SGD: nesterov needs momentum > 0 and dampening == 0, got momentum " +
-                              std::to_string(o.momentum) + " and dampening " + std::to_string(o.dampening));
-    }
+    void validate() const;
 };
+
+// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+
+template <Real T>
+void SGD<T>::step() {
+    validate();
+    const SGDOptions& o = options_;
+    const T neg_lr = T(-o.lr), wd = T(o.weight_decay), momentum = T(o.momentum), keep = T(1 - o.dampening);
+    for (auto& p : this->params_) {
+        const T* g = p.grad ? p.grad() : nullptr;
+        if (!g) continue;
+        T* w = p.value;
+        T* buf = nullptr;
+        bool first = false;
+        if (o.momentum != 0) {
+            auto& s = state_[p.name];
+            first = !s.momentum_buffer;
+            if (first) s.momentum_buffer = detail::zeros_like(p);
+            if (s.momentum_buffer->size() != p.size)
+                throw shape_error("SGD: the momentum buffer of \"" + p.name + "\" has shape " +
+                                  shape_str(s.momentum_buffer->shape()) + " but the parameter now has shape " +
+                                  shape_str(p.shape));
+            buf = s.momentum_buffer->data();
+        }
+        // every array below is the parameter's (size,) flat view
+        for (std::size_t i = 0; i < p.size; ++i) {
+            T d = o.maximize ? -g[i] : g[i];
+            if (o.weight_decay != 0) d = d + wd * w[i];
+            if (buf) {
+                buf[i] = first ? d : buf[i] * momentum + keep * d;
+                d = o.nesterov ? d + momentum * buf[i] : buf[i];
+            }
+            w[i] = w[i] + neg_lr * d;
+        }
+    }
+}
+
+template <Real T>
+void SGD<T>::load_state(const State& state) {
+    for (const auto& [pname, s] : state) {
+        const auto& p = detail::state_owner(this->params_, pname, "SGD");
+        if (s.momentum_buffer) detail::check_buffer(p, *s.momentum_buffer, "SGD", "momentum_buffer");
+    }
+    state_ = state;
+}
+
+template <Real T>
+void SGD<T>::validate() const {
+    const SGDOptions& o = options_;
+    if (!(o.lr >= 0))
+        throw value_error("SGD: lr must be >= 0 (it has no default, as in torch), got " + std::to_string(o.lr));
+    if (!(o.momentum >= 0)) throw value_error("SGD: momentum must be >= 0, got " + std::to_string(o.momentum));
+    if (!(o.weight_decay >= 0))
+        throw value_error("SGD: weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+    if (!std::isfinite(o.dampening))
+        throw value_error("SGD: dampening must be finite, got " + std::to_string(o.dampening));
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+        throw value_error("SGD: nesterov needs momentum > 0 and dampening == 0, got momentum " +
+                          std::to_string(o.momentum) + " and dampening " + std::to_string(o.dampening));
+}
 
 template <Real T>
 SGD(std::vector<ParameterRef<T>>, SGDOptions) -> SGD<T>;

@@ -1,0 +1,54 @@
+#!/bin/sh
+# How long a user's program takes to compile, as one translation unit at -O2 -march=native with
+# the flags of the installed xgrad.pc, in two ways, alternating round by round:
+#   libxgrad     as installed: the heavy code is compiled once in libxgrad (xgrad/precompiled.hpp)
+#   header-only  the same without XGRAD_LIBRARY_SIMD_ALIGNMENT: everything compiled in the program
+#                (what every program did before libxgrad)
+# Prints every run's wall time, CPU time (user + sys: less disturbed than wall time when other
+# jobs share the cores) and peak memory, then the min and the median of each. Fails if the
+# program does not link against the installed libxgrad or warns under -Wall -Wextra.
+#   bench/compile_time.sh BUILD_DIR [FILE.cpp] [ROUNDS]   (examples/training_loop.cpp, 3 rounds)
+set -eu
+build=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+file=${2:-$root/examples/training_loop.cpp}
+rounds=${3:-3}
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+meson install -C "$build" --destdir "$out/root" --no-rebuild --quiet > /dev/null
+export PKG_CONFIG_PATH="$(dirname "$(find "$out/root" -name xgrad.pc)")"
+library_flags="-O2 -march=native -Wall -Wextra $(pkg-config --cflags xgrad)"
+header_only_flags=$(echo "$library_flags" | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//')
+
+echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "g++ $library_flags -c $(basename "$file")"
+round=1
+while [ "$round" -le "$rounds" ]; do
+    for mode in libxgrad header-only; do
+        flags=$library_flags
+        [ "$mode" = libxgrad ] || flags=$header_only_flags
+        # shellcheck disable=SC2086
+        /usr/bin/time -f '%e %U %S %M' -o "$out/time" ${CXX:-g++} $flags -c "$file" -o "$out/$mode.o" \
+            2> "$out/$mode.warnings"
+        read -r wall user sys kb < "$out/time"
+        cpu=$(echo "$user $sys" | awk '{ printf "%.2f", $1 + $2 }')
+        printf '%-12s round %d: wall %6.2f s  cpu %6.2f s  peak %4d MB\n' "$mode" "$round" "$wall" "$cpu" $((kb / 1024))
+        echo "$wall" >> "$out/$mode.wall"
+        echo "$cpu" >> "$out/$mode.cpu"
+        echo "$kb" >> "$out/$mode.kb"
+    done
+    round=$((round + 1))
+done
+for mode in libxgrad header-only; do
+    summary=""
+    for what in wall cpu; do
+        summary="$summary$(sort -n "$out/$mode.$what" | awk -v w="$what" '{ t[NR] = $1 }
+            END { printf "%s min %.1f s, median %.1f s;  ", w, t[1], t[int((NR + 1) / 2)] }')"
+    done
+    peak=$(sort -n "$out/$mode.kb" | tail -1)
+    printf '%-12s %speak %d MB\n' "$mode" "$summary" $((peak / 1024))
+done
+# shellcheck disable=SC2046
+${CXX:-g++} "$out/libxgrad.o" -o "$out/program" $(pkg-config --libs xgrad)
+if [ -s "$out/libxgrad.warnings" ]; then
+    echo "warnings with libxgrad:"; cat "$out/libxgrad.warnings"; exit 1
+fi

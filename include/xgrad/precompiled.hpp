@@ -1,0 +1,148 @@
+// libxgrad: the heavy specializations (MultiheadAttention's forward, linear and matmul with the
+// GEMM kernel, softmax, layer_norm, the losses, reductions, shape ops, initializers, backward, the
+// optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
+// and `pkg-config --libs xgrad` link. Here they are declared `extern template`, so a program that
+// includes xgrad.hpp does not compile them again; lib/*.cpp instantiates them from the same lists.
+// Anything not listed (another element type or rank, an expression's fused node, a user's own op)
+// is compiled in the program as before, only slower.
+//
+// Only a program that links libxgrad, compiled for the library's SIMD level, uses it: xgrad.pc
+// (and the in-tree dependency) defines XGRAD_LIBRARY_SIMD_ALIGNMENT, xtensor's allocation alignment
+// in the library (64 with AVX-512: meson's release build has -march=native). A program built for
+// another level (e.g. without -march=native) has other container types and compiles everything
+// itself; so does one that uses the headers without the library.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "xgrad/core/var.hpp"
+#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/init.hpp"
+#include "xgrad/nn/sdpa.hpp"
+#include "xgrad/ops/blas.hpp"
+#include "xgrad/ops/dropout.hpp"
+#include "xgrad/ops/linalg.hpp"
+#include "xgrad/ops/loss.hpp"
+#include "xgrad/ops/norm.hpp"
+#include "xgrad/ops/reduce.hpp"
+#include "xgrad/ops/shape.hpp"
+#include "xgrad/ops/shape_concat.hpp"
+#include "xgrad/ops/softmax.hpp"
+#include "xgrad/optim/adam.hpp"
+#include "xgrad/optim/sgd.hpp"
+
+// ---- the lists: EXTERN is `extern` below and empty in lib/*.cpp; T is float or double; used
+// inside namespace xgrad ----
+
+// The storage of every node of rank N (0 to 4) and backward from it.
+#define XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, N) \
+    EXTERN template class TensorNode<T, N>;          \
+    EXTERN template class LeafNode<T, N>;            \
+    EXTERN template void backward<T, N>(const Var<T, N>&);
+
+// Per rank N of the operand (1 to 4).
+#define XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, N)                                                                 \
+    XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, N)                                                                    \
+    EXTERN template Var<T, N> detail::linear_vars<T, N>(const Var<T, N>&, const Var<T, 2>&, const Var<T, 1>*);     \
+    EXTERN template Var<T, N> softmax<T, N>(const Var<T, N>&, long);                                               \
+    EXTERN template Var<T, N> log_softmax<T, N>(const Var<T, N>&, long);                                           \
+    EXTERN template Var<T, N> detail::layer_norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&,  \
+                                                            double);                                               \
+    EXTERN template Var<T, 0> detail::mse_loss_impl<0, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
+    EXTERN template Var<T, N> detail::mse_loss_impl<N, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
+    EXTERN template Var<T, 0> detail::reduce_all<T, N>(const Var<T, N>&, Reduction);                               \
+    EXTERN template Var<T, N> detail::reduce_all_keep<T, N>(const Var<T, N>&, Reduction);                          \
+    EXTERN template Var<T, N - 1> detail::reduce_axis<T, N>(const Var<T, N>&, long, Reduction);                    \
+    EXTERN template Var<T, N> detail::reduce_axis_keep<T, N>(const Var<T, N>&, long, Reduction);                   \
+    EXTERN template Var<T, N> dropout<T, N>(const Var<T, N>&, double, bool, Generator&);                           \
+    EXTERN template Var<T, N> slice<T, N>(const Var<T, N>&, long, long, long);                                     \
+    EXTERN template Var<T, N> transpose<T, N>(const Var<T, N>&, long, long);                                       \
+    EXTERN template Var<T, N> permute<T, N>(const Var<T, N>&, const std::array<std::size_t, N>&);                  \
+    EXTERN template Var<T, N> concat<T, N>(const std::vector<Var<T, N>>&, long);
+
+// Per rank N of the parameter (1 to 3).
+#define XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, N)                                            \
+    EXTERN template void init::uniform_<T, N>(Var<T, N>&, double, double, Generator&);         \
+    EXTERN template void init::normal_<T, N>(Var<T, N>&, double, double, Generator&);          \
+    EXTERN template void init::constant_<T, N>(Var<T, N>&, double);                            \
+    EXTERN template void init::xavier_uniform_<T, N>(Var<T, N>&, Generator&, double);          \
+    EXTERN template void init::xavier_normal_<T, N>(Var<T, N>&, Generator&, double);           \
+    EXTERN template void init::kaiming_uniform_<T, N>(Var<T, N>&, double, Generator&);
+
+#define XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, NA, NB) \
+    EXTERN template Var<T, NA> detail::matmul_vars<T, NA, NB>(const Var<T, NA>&, const Var<T, NB>&);
+
+// The tape, the GEMM and the ops.
+#define XGRAD_PRECOMPILED_OPS(EXTERN, T)                                                                          \
+    XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, 0)                                                                   \
+    EXTERN template void blas::gemm<T>(blas::Op, blas::Op, std::size_t, std::size_t, std::size_t, T, const T*,    \
+                                       std::size_t, const T*, std::size_t, T, T*, std::size_t, const T*);         \
+    XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 1)                                                                   \
+    XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 2)                                                                   \
+    XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 3)                                                                   \
+    XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 4)                                                                   \
+    XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, 2, 2)                                                              \
+    XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, 3, 3)                                                              \
+    XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, 4, 4)                                                              \
+    XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, 3, 2)                                                              \
+    XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, 4, 2)
+
+// MultiheadAttention's forward (batched and unbatched), scaled_dot_product_attention, Linear's
+// constructor, the initializers.
+#define XGRAD_PRECOMPILED_NN(EXTERN, T)                                                                               \
+    EXTERN template nn::MhaOutput<T, 3> nn::MultiheadAttention<T>::forward<3>(                                        \
+        const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, const nn::MhaForwardOptions<T>&) const;                 \
+    EXTERN template nn::MhaOutput<T, 2> nn::MultiheadAttention<T>::forward<2>(                                        \
+        const Var<T, 2>&, const Var<T, 2>&, const Var<T, 2>&, const nn::MhaForwardOptions<T>&) const;                 \
+    EXTERN template Var<T, 3> scaled_dot_product_attention<T, 3>(const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, \
+                                                                 no_mask_t, double, bool, std::optional<double>,      \
+                                                                 Generator*);                                         \
+    EXTERN template Var<T, 4> scaled_dot_product_attention<T, 4>(const Var<T, 4>&, const Var<T, 4>&, const Var<T, 4>&, \
+                                                                 no_mask_t, double, bool, std::optional<double>,      \
+                                                                 Generator*);                                         \
+    EXTERN template struct nn::Linear<T>;                                                                             \
+    XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 1)                                                                       \
+    XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 2)                                                                       \
+    XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 3)
+
+// The optimizers' update loops and checks.
+#define XGRAD_PRECOMPILED_OPTIM(EXTERN, T)                                          \
+    EXTERN template class optim::Optimizer<T>;                                      \
+    EXTERN template class optim::detail::AdamFamily<T, optim::AdamOptions, false>;  \
+    EXTERN template class optim::detail::AdamFamily<T, optim::AdamWOptions, true>;  \
+    EXTERN template class optim::Adam<T>;                                           \
+    EXTERN template class optim::AdamW<T>;                                          \
+    EXTERN template class optim::SGD<T>;
+
+// ---- the declarations, when libxgrad fits this program ----
+
+// xtensor's alignment for this compilation's SIMD level, by the compiler's own macros (a
+// static_assert below checks it against xtensor's).
+#if defined(__AVX512F__)
+#define XGRAD_DETAIL_SIMD_ALIGNMENT 64
+#elif defined(__AVX__)
+#define XGRAD_DETAIL_SIMD_ALIGNMENT 32
+#else
+#define XGRAD_DETAIL_SIMD_ALIGNMENT 16
+#endif
+
+#if defined(XGRAD_LIBRARY_SIMD_ALIGNMENT) && defined(XTENSOR_USE_XSIMD) && \
+    XGRAD_LIBRARY_SIMD_ALIGNMENT == XGRAD_DETAIL_SIMD_ALIGNMENT
+// 1 when this program uses libxgrad's compiled code, else 0.
+#define XGRAD_PRECOMPILED 1
+static_assert(XTENSOR_DEFAULT_ALIGNMENT == XGRAD_LIBRARY_SIMD_ALIGNMENT,
+              "xgrad: xgrad/precompiled.hpp misjudged xtensor's alignment for this SIMD level; compile without "
+              "XGRAD_LIBRARY_SIMD_ALIGNMENT (xgrad then compiles everything in your program) and report it");
+namespace xgrad {
+XGRAD_PRECOMPILED_OPS(extern, float)
+XGRAD_PRECOMPILED_OPS(extern, double)
+XGRAD_PRECOMPILED_NN(extern, float)
+XGRAD_PRECOMPILED_NN(extern, double)
+XGRAD_PRECOMPILED_OPTIM(extern, float)
+XGRAD_PRECOMPILED_OPTIM(extern, double)
+}  // namespace xgrad
+#else
+#define XGRAD_PRECOMPILED 0
+#endif
