@@ -7,6 +7,7 @@
 // [S, S') are never masked (MultiheadAttention's bias_k and zero-attention keys).
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +18,10 @@
 #include "xgrad/ops/mask.hpp"
 
 namespace xgrad::detail {
+
+// The leading axes a mask can be read through, held in arrays: merging allocates nothing.
+inline constexpr std::size_t max_mask_axes = 16;
+using MaskView = std::array<std::size_t, max_mask_axes>;
 
 // Rows of a merged mask, stored as (rows / group, S'): each stored row serves `group` consecutive
 // score rows (a key_padding_mask over (N, H, L, S') needs one row per sequence: group H·L).
@@ -117,7 +122,10 @@ template <Real T, class FillRow>
 void merge_rows(ScoreMasks<T>& out, MaskRows<T>& target, std::span<const std::size_t> view, std::size_t S,
                 FillRow fill_row) {
     const std::size_t axes = out.leading.size();
-    std::vector<std::size_t> strides(axes);  // of the view, 0 where it broadcasts
+    if (axes > max_mask_axes)
+        throw value_error("masks: scores of rank " + std::to_string(axes + 1) + " are above the supported " +
+                          std::to_string(max_mask_axes + 1));
+    MaskView strides{};  // of the view, 0 where it broadcasts
     std::size_t stride = 1, group = 1;
     bool trailing_broadcast = true;
     for (std::size_t k = axes; k-- > 0;) {
@@ -146,10 +154,11 @@ void merge_rows(ScoreMasks<T>& out, MaskRows<T>& target, std::span<const std::si
 // The view of a mask of shape m_shape broadcast (numpy, right-aligned) to the scores (..., S): its
 // leading extents, padded with 1; throws when it does not broadcast, naming op and both shapes.
 template <class MShape, class Shape>
-std::vector<std::size_t> broadcast_view(const MShape& m_shape, const Shape& scores, const char* what, const char* op) {
+MaskView broadcast_view(const MShape& m_shape, const Shape& scores, const char* what, const char* op) {
     const std::size_t M = m_shape.size(), R = scores.size();
-    bool ok = M >= 1 && M <= R;
-    std::vector<std::size_t> view(R - 1, 1);
+    bool ok = M >= 1 && M <= R && R <= max_mask_axes + 1;
+    MaskView view;
+    view.fill(1);
     for (std::size_t j = 0; ok && j < M; ++j) {
         const std::size_t k = j + (R - M), dm = m_shape[j];
         ok = dm == scores[k] || dm == 1;
@@ -181,9 +190,11 @@ void merge_values(ScoreMasks<T>& out, MaskKind kind, const V* data, std::span<co
 // causal over the last two leading axes: key j > query i is ignored (top-left aligned).
 template <Real T>
 void merge_causal(ScoreMasks<T>& out, std::size_t S) {
-    std::vector<std::size_t> view(out.leading.size(), 1);
-    if (!view.empty()) view.back() = out.leading.back();
-    merge_rows(out, out.ignore, view, S, [&](std::size_t i, T* row) {
+    const std::size_t axes = std::min(out.leading.size(), max_mask_axes);
+    MaskView view;
+    view.fill(1);
+    if (axes > 0) view[axes - 1] = out.leading[axes - 1];
+    merge_rows(out, out.ignore, std::span<const std::size_t>(view.data(), axes), S, [&](std::size_t i, T* row) {
         for (std::size_t j = 0; j < S; ++j) row[j] = T(j > i);
     });
 }
@@ -200,8 +211,9 @@ void merge_valid_lens(ScoreMasks<T>& out, const std::int64_t* lens, std::span<co
 template <Real T, class V, class Shape>
 void merge_broadcast(ScoreMasks<T>& out, MaskKind kind, const xt::xarray<V>& m, const Shape& shape, const char* what,
                      const char* op) {
-    const auto view = broadcast_view(m.shape(), shape, what, op);
-    merge_values(out, kind, m.data(), view, shape.back(), m.shape().back());
+    const MaskView view = broadcast_view(m.shape(), shape, what, op);
+    merge_values(out, kind, m.data(), std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back(),
+                 m.shape().back());
 }
 template <Real T, class Shape>
 void merge_mask(ScoreMasks<T>& out, const IgnoreMask& m, const Shape& shape, const char* op) {
@@ -234,9 +246,10 @@ void merge_mask(ScoreMasks<T>& out, const ValidLens<V>& v, const Shape& shape, c
                           " must equal the leading axes of the scores of shape " + shape_str(shape));
     for (std::int64_t len : v.lens)
         if (len < 0) throw value_error(std::string(op) + ": valid_lens holds a negative length " + std::to_string(len));
-    std::vector<std::size_t> view(shape.size() - 1, 1);
+    MaskView view;
+    view.fill(1);
     std::copy(v.lens.shape().begin(), v.lens.shape().end(), view.begin());
-    merge_valid_lens(out, v.lens.data(), view, shape.back());
+    merge_valid_lens(out, v.lens.data(), std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back());
 }
 
 }  // namespace xgrad::detail
