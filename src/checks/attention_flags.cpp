@@ -116,7 +116,7 @@ void add_combinations(std::vector<GradcheckCase>& cases, const std::vector<Masks
             for (bool need_weights : {true, false}) {
                 if (need_weights && !weights_returned) continue;  // this mask kind returns none
                 // the fused op on every fourth case (its equality with the two ops on each mask kind and
-                // flag is tested in tests/nn/attention_fused.cpp): the sanitizer build's time
+                // flag is tested in tests/nn/attention_paths.cpp): the sanitizer build's time
                 if (!need_weights && weights_returned && seed % 4 != 0) continue;
                 const std::string variant = f.str() + " masks=" + mask_names[int(kind)] + " S=" + std::to_string(S) +
                                             " need_weights=" + (need_weights ? "1" : "0");
