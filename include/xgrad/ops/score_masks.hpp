@@ -228,11 +228,17 @@ void merge_mask(ScoreMasks<T>& out, const AdditiveMask<U>& m, const Shape& shape
     static_assert(std::same_as<T, U>, "xgrad: additive_mask must have the scores' element type (float or double)");
     merge_broadcast(out, MaskKind::additive, m.bias, shape, "additive_mask", op);
 }
+// An AnyMask read through `view` (MultiheadAttention's masks, or one broadcast to the scores).
+template <Real T>
+void merge_any(ScoreMasks<T>& out, const AnyMask<T>& m, std::span<const std::size_t> view, std::size_t S) {
+    if (m.kind() == MaskKind::additive) merge_values(out, m.kind(), m.values().data(), view, S, m.shape().back());
+    else merge_values(out, m.kind(), m.bools().data(), view, S, m.shape().back());
+}
 template <Real T, class Shape>
 void merge_mask(ScoreMasks<T>& out, const AnyMask<T>& m, const Shape& shape, const char* op) {
     if (!m) return;
-    if (m.kind() == MaskKind::additive) merge_broadcast(out, m.kind(), m.values(), shape, m.name(), op);
-    else merge_broadcast(out, m.kind(), m.bools(), shape, m.name(), op);
+    const MaskView view = broadcast_view(m.shape(), shape, m.name(), op);
+    merge_any(out, m, std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back());
 }
 template <Real T, class Shape>
 void merge_mask(ScoreMasks<T>& out, causal_t, const Shape& shape, const char*) {

@@ -108,15 +108,8 @@ struct MhaMasks {
     void merge(ScoreMasks<T>& out) const {
         const MaskGeometry& g = geometry;
         out.reset(g.scores());
-        const auto values = [&](const AnyMask<T>& m, const std::array<std::size_t, 3>& view) {
-            if (!m) return;
-            if (m.kind() == MaskKind::additive)
-                xgrad::detail::merge_values(out, m.kind(), m.values().data(), view, g.src_len, g.src_len);
-            else
-                xgrad::detail::merge_values(out, m.kind(), m.bools().data(), view, g.src_len, g.src_len);
-        };
-        values(key_padding_mask, kpm_view);
-        values(attn_mask, attn_view);
+        if (key_padding_mask) xgrad::detail::merge_any(out, key_padding_mask, kpm_view, g.src_len);
+        if (attn_mask) xgrad::detail::merge_any(out, attn_mask, attn_view, g.src_len);
         if (causal) xgrad::detail::merge_causal(out, g.src_len);
         if (valid_lens) {  // (N) or (N, L): read as (N, 1, 1) or (N, 1, L)
             const bool per_query = valid_lens->dimension() == (g.batched ? 2u : 1u);
