@@ -1,5 +1,6 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
-// peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
+// peer in bench/), or with --layers N a stack of N attention + feed-forward blocks
+// (stack_workload.hpp), and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
 // steady step.
 #include <sys/resource.h>
@@ -17,6 +18,7 @@
 #include "alloc_count.hpp"
 #include "commands.hpp"
 #include "mha_workload.hpp"
+#include "stack_workload.hpp"
 
 namespace xgrad::cli {
 namespace {
@@ -27,6 +29,7 @@ struct BenchOptions {
     int threads = 1;
     int steps = 50;
     int warmup = 5;
+    int layers = 0;  // 0: the MultiheadAttention workload; N: StackWorkload with N blocks
 };
 
 using Clock = std::chrono::steady_clock;
@@ -57,9 +60,8 @@ double blas_gflops(const bench::MhaConfig& c, int threads, int repeats) {
     return 2.0 * double(m) * double(n) * double(k) / median(us) * 1e-3;
 }
 
-template <Real T>
-int run(const BenchOptions& o) {
-    bench::MhaWorkload<T> workload(o.config);
+template <Real T, class Workload>
+int run(const BenchOptions& o, Workload& workload, double useful_flops) {
     for (int i = 0; i < o.warmup; ++i) workload.step();
     std::vector<double> us;
     us.reserve(std::size_t(o.steps));
@@ -72,13 +74,14 @@ int run(const BenchOptions& o) {
     }
     const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
     const double median_us = median(us);
-    const double gflops = bench::useful_flops(o.config) / median_us * 1e-3;
+    const double gflops = useful_flops / median_us * 1e-3;
     const double blas = blas_gflops<T>(o.config, o.threads, std::max(o.steps, 20));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const auto& c = o.config;
     const nlohmann::ordered_json line = {
-        {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
+        {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"layers", o.layers},
+        {"dtype", o.dtype},
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
         {"allocs_per_step", heap_allocations_counted() ? nlohmann::json(allocs_per_step) : nlohmann::json()},
@@ -87,6 +90,16 @@ int run(const BenchOptions& o) {
         {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
     return 0;
+}
+
+template <Real T>
+int run(const BenchOptions& o) {
+    if (o.layers > 0) {
+        bench::StackWorkload<T> stack(o.config, std::size_t(o.layers));
+        return run<T>(o, stack, bench::stack_useful_flops(o.config, std::size_t(o.layers)));
+    }
+    bench::MhaWorkload<T> workload(o.config);
+    return run<T>(o, workload, bench::useful_flops(o.config));
 }
 
 }  // namespace
@@ -101,6 +114,9 @@ void setup_bench(CLI::App& cmd) {
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
+    cmd.add_option("--layers", o.layers,
+                   "0: one MultiheadAttention; N: N blocks of self-attention + feed-forward (4E), post-norm")
+        ->check(between(0, 1000));
     cmd.callback([] {
         selected_action() = [] {
             set_num_threads(std::size_t(o.threads));
