@@ -113,10 +113,11 @@ public:
         job_done_.wait([&] { return done_.load() == chunks; });
         // A split lost when the caller waited for the others longer than it worked itself (one
         // thread alone would have been done sooner): a worker was preempted, the cores are busy
-        // with other programs. The next loops then run serially, 1, 2, 4, ... up to 256 of them
-        // after consecutive losses, so a contended machine only probes now and then.
+        // with other programs. The next loops then run serially: 1, 3, 7, ... up to 1023 of them
+        // after consecutive losses, half as many after a split that paid, so a contended machine
+        // only probes now and then.
         const bool lost = std::chrono::steady_clock::now() - worked > worked - start;
-        serial_run_ = lost ? std::min<std::size_t>(2 * serial_run_ + 1, 256) : 0;
+        serial_run_ = lost ? std::min<std::size_t>(2 * serial_run_ + 1, 1023) : serial_run_ / 2;
         serial_loops_left_ = serial_run_;
         busy_.store(false);
         return true;
