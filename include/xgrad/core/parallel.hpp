@@ -34,9 +34,9 @@ namespace xgrad {
 namespace detail {
 
 // Waits until ready() is true: spins for spin_budget (a pause instruction per test), then sleeps
-// on `wake` under `mutex`, counted in `sleepers` so that the thread that makes ready() true
-// knows to notify (after changing what ready() reads, with seq_cst atomics: either the waiter
-// sees the change before it sleeps or the notifier sees the sleeper).
+// on wake_ under mutex_, counted in sleepers_ so that the thread that makes ready() true knows
+// to notify (it changes what ready() reads before it reads sleepers_, all seq_cst: either the
+// waiter sees the change before it sleeps or the notifier sees the sleeper).
 class Waiter {
 public:
     static constexpr auto spin_budget = std::chrono::microseconds(50);
