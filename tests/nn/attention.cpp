@@ -67,7 +67,7 @@ TEST_CASE("MultiheadAttention dropout: deterministic with the Generator, off in 
     CHECK(xt::any(xt::greater(w1, 1.0 / 0.5 * 0.26)));  // kept weights are scaled by 1/(1-p)
     m.dropout_generator = nullptr;
     CHECK_THROWS_AS(m.forward(x, x, x), value_error);
-    eval(m);
+    set_training(m, false);
     const auto w3 = m.forward(x, x, x, per_head).attn_weights_per_head.value();
     CHECK(xt::allclose(xt::sum(w3, {3}), 1.0));
 }

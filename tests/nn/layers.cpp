@@ -140,10 +140,10 @@ TEST_CASE("nn::Dropout: training drops and rescales, eval is the identity, share
     }
     CHECK(kept > 430);  // Binomial(1000, 0.5): sd ≈ 16
     CHECK(kept < 570);
-    eval(drop);
+    set_training(drop, false);
     CHECK(!drop.training);
     CHECK(drop(x).value() == x.value());
-    train(drop);
+    set_training(drop, true);
     CHECK(drop.training);
 
     Generator shared(5), again(5);
@@ -185,7 +185,7 @@ TEST_CASE("nn::PositionalEncoding: sinusoid table values, added to (B, T, d), dr
     std::size_t zeros = 0;
     for (double v : yd.value()) zeros += v == 0;
     CHECK(zeros > 3);  // ~half of 24 (table(0, 0) = 0 already)
-    eval(dropping);
+    set_training(dropping, false);
     CHECK(dropping(constant(xv)).value() == pe(constant(xv)).value());
 
     CHECK_THROWS_AS(pe(constant(xt::xtensor<double, 3>::from_shape({1, 11, 4}))), shape_error);  // T > max_len

@@ -95,7 +95,7 @@ TEST_CASE("parameter_count sums every present parameter") {
 TEST_CASE("zero_grad: a backward fills the reached parameters' grads, zero_grad forgets them all") {
     Generator gen(3);
     Net<double> net(gen);
-    eval(net);  // deterministic forward
+    set_training(net, false);  // deterministic forward
     backward(sum(net(xt::xtensor<std::int64_t, 2>{{1, 2, 3}, {0, 6, 1}})));
     const auto params = named_parameters<double>(net);
     for (const auto& p : params) {
@@ -115,7 +115,7 @@ TEST_CASE("zero_grad: a backward fills the reached parameters' grads, zero_grad 
     tape().clear();
 }
 
-TEST_CASE("train/eval flip `training` in the module and every nested Dropout") {
+TEST_CASE("set_training flips `training` in the module and every nested Dropout") {
     Generator gen(4);
     Net<double> net(gen);
     auto all_training = [&](bool want) {
@@ -124,11 +124,11 @@ TEST_CASE("train/eval flip `training` in the module and every nested Dropout") {
         for (const auto& b : net.layers) CHECK(b.drop.training == want);
     };
     all_training(true);
-    eval(net);
+    set_training(net, false);
     all_training(false);
-    train(net);
+    set_training(net, true);
     all_training(true);
-    train(net, false);
+    set_training(net, false);
     all_training(false);
     // in eval mode the forward is deterministic
     const xt::xtensor<std::int64_t, 2> tokens{{1, 2}};

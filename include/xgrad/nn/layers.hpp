@@ -69,7 +69,7 @@ struct LayerNorm {
     }
 };
 
-// nn.Dropout: zeros elements with probability p while `training` (train()/eval() flip it).
+// nn.Dropout: zeros elements with probability p while `training` (set_training flips it).
 // Draws from its own Generator (seeded) or from a shared one the caller keeps alive.
 struct Dropout {
     BOOST_HANA_DEFINE_STRUCT(Dropout);

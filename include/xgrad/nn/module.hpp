@@ -2,11 +2,11 @@
 //
 //   template <Real T> struct Block {
 //       BOOST_HANA_DEFINE_STRUCT(Block, (Linear<T>, proj), (std::vector<Linear<T>>, layers), (Var<T, 1>, scale));
-//       bool training = true;   // optional; train()/eval() set it
+//       bool training = true;   // optional; set_training(m, bool) sets it
 //   };
 //
 // One walk (for_each_parameter) yields PyTorch's dotted names — "proj.weight", "layers.0.bias",
-// "scale" — and everything else (named_parameters, zero_grad, train/eval, parameter_count,
+// "scale" — and everything else (named_parameters, zero_grad, set_training, parameter_count,
 // state dicts, optimizers) is built on it. Empty Vars (an absent bias) are skipped.
 #pragma once
 #include <cstddef>
@@ -128,18 +128,15 @@ void zero_grad(M& m) {
     for_each_parameter(m, [](const std::string&, auto& var) { var.zero_grad(); });
 }
 
-// train(m) / eval(m): sets `training` on every module that has that member (Dropout, attention).
+// set_training(m, true / false): PyTorch's m.train() / m.eval(). Sets `training` on every module
+// that has that member (Dropout, attention). (eval(expr) is another thing: it materializes an
+// expression, core/expr.hpp.)
 template <class M>
     requires Module<M>
-void train(M& m, bool on = true) {
+void set_training(M& m, bool on) {
     for_each_module(m, [on](auto& sub) {
         if constexpr (requires { sub.training = on; }) sub.training = on;
     });
-}
-template <class M>
-    requires Module<M>
-void eval(M& m) {
-    train(m, false);
 }
 
 }  // namespace xgrad
