@@ -62,11 +62,17 @@ const RegisterGradchecks registered_nn_layers{"nn_layers", {
          nn::LayerNorm<double> ln(5, 1e-5, false);
          return gradcheck([&](auto& x) { return ln(x); }, randn<2>({3, 5}, 46));
      }},
-    {"PositionalEncoding", "(2,3,4) -> linear(4,3)",
+    {"PositionalEncoding", "(2,3,4) batch first -> linear(4,3)",
      [] {
          nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .batch_first = true, .max_len = 8}, 1);
          return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({2, 3, 4}, 47),
                           randn<2>({3, 4}, 48), randn<1>({3}, 49));
+     }},
+    {"PositionalEncoding", "(3,2,4) sequence first -> linear(4,3)",
+     [] {
+         nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .max_len = 8}, 1);
+         return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({3, 2, 4}, 55),
+                          randn<2>({3, 4}, 56), randn<1>({3}, 57));
      }},
     {"Embedding+PositionalEncoding+LayerNorm", "(6,4) by (2,3)",
      [] {

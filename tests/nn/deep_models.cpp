@@ -146,6 +146,9 @@ TEST_CASE("trap: std::array and std::optional members are walked with PyTorch's 
     CHECK(io::state_dict(s).size() == 8);
     optim::Adam adam(s, {.lr = 0.1});
     CHECK(adam.parameters().size() == 8);
+    ArrayStack empty;  // default-constructed: no tensors at all; an optimizer of nothing is refused
+    CHECK_THROWS_WITH_AS(optim::Adam<double>(empty, {.lr = 0.1}),
+                         "Adam: no parameters to optimize (an empty list, or a model without any)", value_error);
     s.head = nn::Linear<double>(2, 1, gen);  // an optional present: walked like a member
     CHECK(names_of(s).back() == "head.bias");
     // the names walk deeper too: layers.0.self_attn.in_proj_weight

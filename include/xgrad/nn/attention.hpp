@@ -142,11 +142,7 @@ struct MultiheadAttention {
     auto forward(const Q& query, const K& key, const V& value, const MhaForwardOptions<T>& opts = {}) const {
         const auto q = xgrad::detail::module_input<T>(query);
         const auto k = xgrad::detail::module_input_reusing<T>(key, query, q);
-        const auto v = [&] {
-            if constexpr (std::same_as<V, K>)
-                if (static_cast<const void*>(&value) == static_cast<const void*>(&key)) return k;
-            return xgrad::detail::module_input_reusing<T>(value, query, q);
-        }();
+        const auto v = xgrad::detail::module_input_reusing<T>(value, key, k, query, q);
         return forward(q, k, v, opts);
     }
 

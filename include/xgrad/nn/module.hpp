@@ -143,13 +143,18 @@ auto module_input(const X& x) {
     }
 }
 
-// For a module taking several inputs (attention's query, key, value): `x` is materialized once
-// when it is the same object as `earlier` (forward(x + pos, ...) with one named expression).
-template <class T, class X, class Earlier, class Materialized>
-auto module_input_reusing(const X& x, const Earlier& earlier, const Materialized& earlier_input) {
-    if constexpr (std::same_as<X, Earlier>)
-        if (static_cast<const void*>(&x) == static_cast<const void*>(&earlier)) return earlier_input;
+// For a module taking several inputs (attention's query, key, value): module_input(x), or the
+// input already made of an earlier argument (earlier, its input, ...) that is the same object, so
+// that forward(e, e, e) materializes the expression e once.
+template <class T, class X>
+auto module_input_reusing(const X& x) {
     return module_input<T>(x);
+}
+template <class T, class X, class Earlier, class Made, class... More>
+auto module_input_reusing(const X& x, const Earlier& earlier, const Made& made, const More&... more) {
+    if constexpr (std::same_as<X, Earlier>)
+        if (&x == &earlier) return made;
+    return module_input_reusing<T>(x, more...);
 }
 }  // namespace detail
 

@@ -46,6 +46,8 @@ protected:
 
 template <Real T>
 Optimizer<T>::Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
+    if (params_.empty())  // as torch: a model whose walk finds nothing would train nothing, silently
+        throw value_error(std::string(name) + ": no parameters to optimize (an empty list, or a model without any)");
     std::set<std::string> names;
     std::set<const Node*> nodes;
     for (const auto& p : params_) {
