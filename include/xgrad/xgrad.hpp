@@ -23,6 +23,7 @@
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/sdpa.hpp"
 #include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/transformer.hpp"
 #include "xgrad/optim/optimizer.hpp"
 #include "xgrad/optim/adam.hpp"
 #include "xgrad/optim/sgd.hpp"
