@@ -24,6 +24,8 @@
 #include "xgrad/nn/sdpa.hpp"
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/transformer.hpp"
+#include "xgrad/nn/position_embedding.hpp"
+#include "xgrad/nn/additive_attention.hpp"
 #include "xgrad/optim/optimizer.hpp"
 #include "xgrad/optim/adam.hpp"
 #include "xgrad/optim/sgd.hpp"

@@ -9,6 +9,8 @@
 
 #include "mha_check.hpp"
 #include "xgrad/check/registry.hpp"
+#include "xgrad/nn/additive_attention.hpp"
+#include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -111,6 +113,20 @@ Var<double, 1> output_and_weights(const nn::TransformerStackOutput<double, N>& r
     std::vector<Var<double, 1>> parts{flat(r.output)};
     for (const auto& w : r.attn_weights) parts.push_back(flat(w));
     return concat(parts, 0);
+}
+
+// output and weights of d2l's AdditiveAttention w.r.t. queries, keys, values and its parameters
+template <std::size_t V>
+GradcheckResult additive_attention(const std::optional<xt::xtensor<std::int64_t, V>>& lens, double dropout, unsigned seed) {
+    Generator gen(seed);
+    const auto m = with_random_parameters(nn::AdditiveAttention<double>(2, 3, 5, dropout, gen, seed), seed);
+    return module_gradcheck(
+        m, dropout > 0 ? m.dropout.gen.get() : nullptr,
+        [&](const auto& a, const auto& q, const auto& k, const auto& v) {
+            const auto r = a.forward(q, k, v, lens);
+            return concat({flat(r.output), flat(r.weights)}, 0);
+        },
+        randn<3>({2, 2, 3}, seed + 1), randn<3>({2, 4, 2}, seed + 2), randn<3>({2, 4, 3}, seed + 3));
 }
 
 nn::EncoderForwardOptions<double, 3> encoder_masks(bool bool_masks) {
@@ -238,6 +254,16 @@ const RegisterGradchecks registered_transformer{"transformer", {
              m, nullptr, [&](const auto& model, const auto& s, const auto& t) { return flat(model.forward(s, t, o)); },
              sequence<3>(S, true, 131), sequence<3>(T, true, 132));
      }},
+    {"flatten_feature_map", "(2,3,2,3) -> (6,2,3)",
+     [] { return gradcheck([](const auto& x) { return nn::flatten_feature_map(x); }, randn<4>({2, 3, 2, 3}, 140)); }},
+    {"unflatten_feature_map", "(6,2,3) -> (2,3,2,3)",
+     [] { return gradcheck([](const auto& y) { return nn::unflatten_feature_map(y, 2, 3); }, randn<3>({6, 2, 3}, 141)); }},
+    {"AdditiveAttention", "queries (2,2,3), keys (2,4,2), values (2,4,3), 5 hidden, no valid_lens",
+     [] { return additive_attention<1>(std::nullopt, 0, 150); }},
+    {"AdditiveAttention", "valid_lens (B) = [2, 0] (a fully masked batch), dropout 0.3 in training",
+     [] { return additive_attention(std::optional(xt::xtensor<std::int64_t, 1>{2, 0}), 0.3, 160); }},
+    {"AdditiveAttention", "valid_lens (B, Q) = [[1, 4], [3, 2]]",
+     [] { return additive_attention(std::optional(xt::xtensor<std::int64_t, 2>{{1, 4}, {3, 2}}), 0, 170); }},
 }};
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include "xgrad/io/npz.hpp"
 #include "xgrad/io/state_dict.hpp"
+#include "xgrad/nn/additive_attention.hpp"
+#include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -221,6 +223,48 @@ TEST_CASE("DETR and 3DETR variants match their equations in torch") {
         run(c);
     }
     MESSAGE("worst relative error against torch over every Transformer case: " << worst_error);
+}
+
+TEST_CASE("DETR's PositionEmbeddingSine and feature-map flattening match torch") {
+    const Case c = load_case("detr_positions");
+    const auto mask = c.a.at("mask.mask").as<bool, 3>();
+    check_close(nn::PositionEmbeddingSine<double>(6, 10000, true)(mask).value(), c.a.at("out.pos_normalized"), "pos normalized");
+    check_close(nn::PositionEmbeddingSine<double>(4, 20)(mask).value(), c.a.at("out.pos_plain"), "pos plain");
+    check_close(nn::PositionEmbeddingSine<double>(2, 100, true, 3.0)(mask).value(), c.a.at("out.pos_scaled"), "pos scale 3");
+    CHECK(nn::PositionEmbeddingSine<double>(4, 20)(mask).value().shape() == std::array<std::size_t, 4>{2, 8, 3, 4});
+    CHECK(nn::flatten_mask(mask) == c.a.at("out.mask_flat").as<bool, 2>());
+    CHECK_THROWS_AS(nn::PositionEmbeddingSine<double>(3, 10000), value_error);
+    CHECK_THROWS_AS(nn::PositionEmbeddingSine<double>(4, 10000, false, 1.0), value_error);
+
+    const auto x = parameter(c.a.at("in.feature_map").as<double, 4>());
+    const Var<double, 3> flat = nn::flatten_feature_map(x);
+    check_close(flat.value(), c.a.at("out.flat"), "flatten_feature_map");
+    backward(flat, c.a.at("up.flat").as<double, 3>());
+    check_close(x.grad(), c.a.at("grad.feature_map"), "grad feature_map");
+    CHECK(nn::unflatten_feature_map(flat, 3, 4).value() == x.value());  // and back
+    CHECK_THROWS_AS(nn::unflatten_feature_map(flat, 2, 4), shape_error);
+    tape().clear();
+}
+
+TEST_CASE("d2l's AdditiveAttention matches torch, with and without valid_lens") {
+    for (const char* name : {"additive_attention", "additive_attention_lens", "additive_attention_lens_per_query"}) {
+        CAPTURE(name);
+        const Case c = load_case(name);
+        Generator gen(4);
+        nn::AdditiveAttention<double> m(2, 3, 5, 0.0, gen);
+        io::load_state_dict(m, c.state_dict(), {}, c.name);
+        const auto q = c.input<3>("queries"), k = c.input<3>("keys"), v = c.input<3>("values");
+        nn::AdditiveAttentionOutput<double> r;
+        if (!c.has("mask.valid_lens")) {
+            r = m.forward(q, k, v);
+        } else if (c.a.at("mask.valid_lens").shape.size() == 1) {
+            r = m.forward(q, k, v, std::optional(c.a.at("mask.valid_lens").as<std::int64_t, 1>()));
+        } else {
+            r = m.forward(q, k, v, std::optional(c.a.at("mask.valid_lens").as<std::int64_t, 2>()));
+        }
+        check_case(c, m, r.output, std::vector<Var<double, 3>>{r.weights},
+                   std::map<std::string, Var<double, 3>>{{"queries", q}, {"keys", k}, {"values", v}});
+    }
 }
 
 }  // namespace test_nn_transformer_parity
