@@ -44,6 +44,13 @@ xt::xarray<bool> bools(std::initializer_list<std::size_t> shape, unsigned seed) 
     return m;
 }
 
+// a copy of forward options o with DETR's positions p
+template <class Options, class P>
+Options at(Options o, const P& p) {
+    o.pos = p;
+    return o;
+}
+
 template <std::size_t N>
 Var<double, 1> flat(const Var<double, N>& x) {
     return reshape<1>(x, {-1});
@@ -78,11 +85,7 @@ GradcheckResult encoder_layer(const nn::TransformerLayerOptions& lo, nn::Encoder
                                 src);
     return module_gradcheck(
         m, reseed,
-        [&](const EncoderLayer& l, const auto& x, const auto& p) {
-            auto o = fo;
-            o.pos = p;
-            return flat(l.forward(x, o));
-        },
+        [&](const EncoderLayer& l, const auto& x, const auto& p) { return flat(l.forward(x, at(fo, p))); },
         src, sequence<N>(S, lo.batch_first, seed + 2));
 }
 
@@ -100,8 +103,8 @@ GradcheckResult decoder_layer(const nn::TransformerLayerOptions& lo, nn::Decoder
     return module_gradcheck(
         m, reseed,
         [&](const DecoderLayer& l, const auto& t, const auto& mem, const auto& p, const auto& qp) {
-            auto o = fo;
-            o.pos = p, o.query_pos = qp;
+            auto o = at(fo, p);
+            o.query_pos = qp;
             return flat(l.forward(t, mem, o));
         },
         tgt, memory, sequence<N>(S, lo.batch_first, seed + 3), sequence<N>(T, lo.batch_first, seed + 4));
@@ -199,9 +202,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          return module_gradcheck(
              m, nullptr,
              [&](const auto& s, const auto& x, const auto& p) {
-                 auto po = o;
-                 po.pos = p;
-                 return output_and_weights(s.forward_with_weights(x, po));
+                 return output_and_weights(s.forward_with_weights(x, at(o, p)));
              },
              sequence<3>(S, false, 101), sequence<3>(S, false, 102));
      }},
@@ -215,8 +216,8 @@ const RegisterGradchecks registered_transformer{"transformer", {
          return module_gradcheck(
              m, nullptr,
              [&](const auto& s, const auto& t, const auto& mem, const auto& p, const auto& qp) {
-                 auto po = o;
-                 po.pos = p, po.query_pos = qp;
+                 auto po = at(o, p);
+                 po.query_pos = qp;
                  return flat(s.forward_intermediate(t, mem, po));
              },
              sequence<3>(T, false, 111), sequence<3>(S, false, 112), sequence<3>(S, false, 113),

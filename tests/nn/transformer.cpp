@@ -7,7 +7,9 @@
 #include <string>
 
 #include <doctest/doctest.h>
+#include <xtensor/xview.hpp>
 
+#include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -176,6 +178,60 @@ TEST_CASE("Transformer modules: bad input is an error naming the module and the 
     const nn::Transformer<double> model(to, gen);
     const auto tgt = constant(xt::xtensor<double, 3>(xt::zeros<double>({2, 1, 4})));  // batch 2, src has 3
     CHECK_THROWS_WITH_AS(model.forward(src, tgt), doctest::Contains("same batch size (axis 0)"), shape_error);
+}
+
+TEST_CASE("DETR's positions reach queries and keys only: with one key the attention ignores them") {
+    // softmax over a single key is 1 whatever the scores, so pos can change nothing unless it
+    // reached the values
+    Generator gen(6);
+    for (bool norm_first : {false, true}) {
+        auto o = tiny();
+        o.norm_first = norm_first;
+        const nn::TransformerEncoderLayer<double> layer(o, gen);
+        const auto src = constant(xt::xtensor<double, 3>(randn<3>({1, 2, 4}, 7)));
+        nn::EncoderForwardOptions<double, 3> with_pos;
+        with_pos.pos = constant(xt::xtensor<double, 3>(randn<3>({1, 2, 4}, 8)));
+        CHECK(xt::allclose(layer.forward(src, with_pos).value(), layer.forward(src).value(), 1e-14, 1e-14));
+        const nn::TransformerDecoderLayer<double> dec(o, gen);
+        const auto tgt = constant(xt::xtensor<double, 3>(randn<3>({3, 2, 4}, 9)));
+        nn::DecoderForwardOptions<double, 3> d;
+        d.pos = with_pos.pos;  // memory of one position: pos reaches only the cross-attention keys
+        CHECK(xt::allclose(dec.forward(tgt, src, d).value(), dec.forward(tgt, src).value(), 1e-14, 1e-14));
+        d.query_pos = constant(xt::xtensor<double, 3>(randn<3>({3, 2, 4}, 10)));  // reaches tgt's queries and keys
+        CHECK_FALSE(xt::allclose(dec.forward(tgt, src, d).value(), dec.forward(tgt, src).value()));
+        tape().clear();
+    }
+}
+
+TEST_CASE("a DETR-style pipeline: image positions, flattened features, intermediate decoder outputs") {
+    Generator gen(7);
+    const std::size_t B = 2, C = 4, H = 2, W = 3, queries = 3;
+    xt::xtensor<bool, 3> mask = xt::zeros<bool>({B, H, W});
+    mask(1, 0, 2) = mask(1, 1, 2) = true;  // image 1 is one column narrower
+    const auto features = parameter(xt::xtensor<double, 4>(randn<4>({B, C, H, W}, 11)));
+    const auto src = nn::flatten_feature_map(features);
+    const auto pos = nn::flatten_feature_map(nn::PositionEmbeddingSine<double>(C / 2, 10000, true)(mask));
+    auto lo = tiny();
+    lo.norm_first = true;
+    const nn::TransformerEncoder<double> encoder(nn::TransformerEncoderLayer<double>(lo, gen), 2, nn::LayerNorm<double>(C));
+    lo.norm_first = false;
+    const nn::TransformerDecoder<double> decoder(nn::TransformerDecoderLayer<double>(lo, gen), 2, nn::LayerNorm<double>(C));
+    nn::EncoderForwardOptions<double, 3> eo;
+    eo.pos = pos, eo.src_key_padding_mask = ignore_mask(nn::flatten_mask(mask));
+    const auto memory = encoder.forward(src, eo);
+    const auto query_embed = parameter(xt::xtensor<double, 3>(randn<3>({queries, B, C}, 12)));
+    nn::DecoderForwardOptions<double, 3> d;
+    d.pos = pos, d.query_pos = query_embed, d.memory_key_padding_mask = eo.src_key_padding_mask;
+    const auto tgt = constant(xt::xtensor<double, 3>(xt::zeros<double>({queries, B, C})));
+    const Var<double, 4> hs = decoder.forward_intermediate(tgt, memory, d);
+    CHECK(hs.shape() == std::array<std::size_t, 4>{2, queries, B, C});
+    // the last entry is the decoder's output
+    CHECK(xt::allclose(xt::view(hs.value(), 1), decoder.forward(tgt, memory, d).value(), 1e-14, 1e-14));
+    backward(sum(hs * hs));
+    CHECK(xt::amax(xt::abs(query_embed.grad()))() > 0);
+    CHECK(xt::amax(xt::abs(features.grad()))() > 0);
+    CHECK(all_finite(features.grad()));
+    tape().clear();
 }
 
 }  // namespace test_nn_transformer

@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/fixtures.hpp"
 #include "xgrad/io/npz.hpp"
 #include "xgrad/io/state_dict.hpp"
 #include "xgrad/nn/additive_attention.hpp"
@@ -29,17 +30,8 @@ using Arrays = std::map<std::string, io::NpyArray>;
 double worst_error = 0;  // largest |ours - torch| / (1 + |torch|)
 
 template <class A>
-void check_close(const A& ours, const io::NpyArray& ref_array, const std::string& what) {
-    const auto ref = ref_array.as_xarray<double>();
-    INFO(what << ": ours " << shape_str(ours.shape()) << " torch " << shape_str(ref.shape()));
-    REQUIRE(std::equal(ours.shape().begin(), ours.shape().end(), ref.shape().begin(), ref.shape().end()));
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        const double a = ours.data()[i], b = ref.data()[i], err = std::abs(a - b);
-        worst_error = std::max(worst_error, err / (1 + std::abs(b)));
-        if (!(err <= 1e-10 * std::abs(b) + 1e-13)) ++bad;
-    }
-    CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
+void check_close(const A& ours, const io::NpyArray& ref, const std::string& what) {
+    testing::check_parity(ours, ref.as_xarray<double>(), what, worst_error);
 }
 
 struct Case {
