@@ -14,6 +14,7 @@ void setup_train_mlp(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_inspect(CLI::App& cmd);
 void setup_attention(CLI::App& cmd);
+void setup_transformer(CLI::App& cmd);
 void setup_gradcheck(CLI::App& cmd);
 void setup_bench(CLI::App& cmd);
 

@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
         "inspect", "print the tape of one MultiheadAttention forward and backward: ops, names, shapes, gradients"));
     setup_attention(*app.add_subcommand(
         "attention", "run MultiheadAttention forward/backward (or Adam steps) on .npy files"));
+    setup_transformer(*app.add_subcommand(
+        "transformer", "run a Transformer layer, stack or model forward/backward on .npy files"));
     setup_gradcheck(*app.add_subcommand("gradcheck", "check every op's analytic gradient against finite differences"));
     setup_bench(*app.add_subcommand(
         "bench", "time one MultiheadAttention training step (the libtorch peer's workload)"));
