@@ -61,6 +61,12 @@ TransformerConfig parse_transformer_config(const std::string& text, const std::s
 
 namespace {
 
+bool decodes(const TransformerConfig& cfg) { return cfg.module != "encoder_layer" && cfg.module != "encoder"; }
+// The input whose dtype and rank set the run's: src, or tgt for the decoders.
+std::string first_input(const TransformerConfig& cfg) {
+    return decodes(cfg) && cfg.module != "transformer" ? "tgt" : "src";
+}
+
 // The module's input arrays and masks, read and checked against the config and each other.
 template <Real T, std::size_t N>
 struct Problem {
@@ -77,7 +83,7 @@ Problem<T, N> read_problem(const fs::path& in, const TransformerConfig& cfg, con
     const std::size_t B = N == 3 ? first.shape[bf ? 0 : 1] : 1;
     const std::string& m = cfg.module;
     const bool encodes = m == "encoder_layer" || m == "encoder" || m == "transformer";
-    const bool decodes = m != "encoder_layer" && m != "encoder";
+    const bool decodes = cli::decodes(cfg);
     Problem<T, N> p;
     std::map<std::string, std::size_t> length;  // of each sequence input
     // a sequence (len, B, E) / (B, len, E) / (len, E); `like` fixes its length to another input's
@@ -134,15 +140,15 @@ Problem<T, N> read_problem(const fs::path& in, const TransformerConfig& cfg, con
 }
 
 template <Real T, std::size_t N>
-void run_typed(const fs::path& in, const fs::path& out, const TransformerConfig& cfg, const NpyArray& first) {
+TransformerResults run_typed(const fs::path& in, const TransformerConfig& cfg, const NpyArray& first) {
     Problem<T, N> p = read_problem<T, N>(in, cfg, first);
     const NpyArray grad_file = *read_input(in, "grad_output");
     expect_dtype<T>(grad_file, first.source);
     expect_shape(grad_file, p.output_shape, cfg.return_intermediate ? "((num_layers,) + tgt's shape)" : "(the output's shape)");
     expect_finite(grad_file);
 
-    std::map<std::string, Var<T, N>> vars;
-    for (const auto& [name, x] : p.inputs) vars[name] = parameter(x);
+    std::map<std::string, Var<T, N>> vars;  // named for tape listings (xgrad inspect)
+    for (const auto& [name, x] : p.inputs) vars[name] = named(parameter(x), name);
     auto var = [&](const std::string& name) { return vars.count(name) ? vars.at(name) : Var<T, N>{}; };
     auto mask = [&](const std::string& name) { return p.masks.count(name) ? p.masks.at(name) : AnyMask<T>{}; };
     nn::EncoderForwardOptions<T, N> eo;
@@ -152,7 +158,11 @@ void run_typed(const fs::path& in, const fs::path& out, const TransformerConfig&
     d.tgt_key_padding_mask = mask("tgt_key_padding_mask"), d.memory_key_padding_mask = mask("memory_key_padding_mask");
     d.pos = var("pos"), d.query_pos = var("query_pos");
 
-    std::map<std::string, NpyArray> results;
+    TransformerResults results;
+    results.description = cfg.module + " d_model=" + std::to_string(cfg.layer.d_model) + " nhead=" +
+                           std::to_string(cfg.layer.nhead) + ", " + first_input(cfg) + " " +
+                           shape_str(first.shape) + " " + dtype_name(first.dtype) +
+                           "; backward from the output with grad_output.npy";
     // loads the parameters by name, runs forward(module) and backward, collects every result
     auto run = [&](auto module, auto forward) {
         for_each_parameter(module, [&](const std::string& name, auto& v) {
@@ -161,15 +171,16 @@ void run_typed(const fs::path& in, const fs::path& out, const TransformerConfig&
             expect_shape(a, std::vector<std::size_t>(v.shape().begin(), v.shape().end()), "(from config.json)");
             expect_finite(a);
             a.copy_to(v.value().data());
+            named(v, name);
         });
-        io::StagingDir::check_target(out);
-        const auto output = forward(module);
+        const auto output = named(forward(module), "output");
         constexpr std::size_t R = std::remove_cvref_t<decltype(output)>::rank;
         backward(output, grad_file.as<T, R>());
-        results["output"] = NpyArray::from(output.value());
-        for (const auto& [name, v] : vars) results["grad." + name] = NpyArray::from(v.grad());
+        auto& files = results.files;
+        files["output"] = NpyArray::from(output.value());
+        for (const auto& [name, v] : vars) files["grad." + name] = NpyArray::from(v.grad());
         for_each_parameter(module, [&](const std::string& name, const auto& v) {
-            results["grad." + name] = NpyArray::from(v.grad());
+            files["grad." + name] = NpyArray::from(v.grad());
         });
     };
     Generator gen;
@@ -195,27 +206,39 @@ void run_typed(const fs::path& in, const fs::path& out, const TransformerConfig&
         o.tgt_key_padding_mask = d.tgt_key_padding_mask, o.memory_key_padding_mask = d.memory_key_padding_mask;
         run(nn::Transformer<T>(to, gen), [&](const auto& m) { return m.forward(src, tgt, o); });
     }
-    io::StagingDir stage(out);
-    for (const auto& [name, a] : results) io::write_npy(stage.file(name + ".npy"), a);
-    stage.commit();
+    return results;
 }
 
 }  // namespace
 
-void run_transformer(const fs::path& in, const fs::path& out) {
+bool is_transformer_folder(const fs::path& in) {
+    std::error_code ec;
+    if (!fs::is_regular_file(in / "config.json", ec)) return false;
+    const fs::path config = in / "config.json";
+    return io::parse_config_object(io::read_config_text(config), config.string()).contains("module");
+}
+
+TransformerResults compute_transformer(const fs::path& in) {
     const fs::path config = in / "config.json";
     const TransformerConfig cfg = parse_transformer_config(io::read_config_text(config), config.string());
-    const bool has_src = cfg.module == "encoder_layer" || cfg.module == "encoder" || cfg.module == "transformer";
-    const NpyArray first = *read_input(in, has_src ? "src" : "tgt");
+    const NpyArray first = *read_input(in, first_input(cfg));
     if (first.shape.size() != 2 && first.shape.size() != 3)
         throw io_error(first.source + ": has shape " + shape_str(first.shape) + ", expected 3-D (batched) or 2-D (unbatched)");
     if (first.shape.back() != cfg.layer.d_model)
         throw io_error(first.source + ": has shape " + shape_str(first.shape) + ", its last dimension must be d_model = " +
                        std::to_string(cfg.layer.d_model));
     const bool batched = first.shape.size() == 3;
-    if (first.dtype == Dtype::float32) return batched ? run_typed<float, 3>(in, out, cfg, first) : run_typed<float, 2>(in, out, cfg, first);
-    if (first.dtype == Dtype::float64) return batched ? run_typed<double, 3>(in, out, cfg, first) : run_typed<double, 2>(in, out, cfg, first);
+    if (first.dtype == Dtype::float32) return batched ? run_typed<float, 3>(in, cfg, first) : run_typed<float, 2>(in, cfg, first);
+    if (first.dtype == Dtype::float64) return batched ? run_typed<double, 3>(in, cfg, first) : run_typed<double, 2>(in, cfg, first);
     throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+}
+
+void run_transformer(const fs::path& in, const fs::path& out) {
+    io::StagingDir::check_target(out);
+    const TransformerResults results = compute_transformer(in);
+    io::StagingDir stage(out);
+    for (const auto& [name, a] : results.files) io::write_npy(stage.file(name + ".npy"), a);
+    stage.commit();
 }
 
 }  // namespace xgrad::cli

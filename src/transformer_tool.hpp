@@ -17,8 +17,10 @@
 #pragma once
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 
+#include "xgrad/io/npy.hpp"
 #include "xgrad/nn/transformer_layers.hpp"
 
 namespace xgrad::cli {
@@ -34,8 +36,23 @@ struct TransformerConfig {
 // inconsistent fields are io_errors naming the field.
 TransformerConfig parse_transformer_config(const std::string& text, const std::string& source);
 
-// Runs the problem in folder `in` into folder `out`. Throws io_error (bad files or config),
-// value_error or shape_error; nothing is written then.
+// The results by OUT file stem ("output", "grad.src", "grad.linear1.weight", ...) and a one-line
+// description of the run.
+struct TransformerResults {
+    std::map<std::string, io::NpyArray> files;
+    std::string description;
+};
+
+// Reads and checks the problem in folder `in`, then runs one forward and backward on the current
+// tape (inputs, parameters and the output are named nodes, for xgrad inspect). Bad input throws
+// io_error (naming the file or field), value_error or shape_error before anything is computed.
+TransformerResults compute_transformer(const std::filesystem::path& in);
+
+// Whether `in` holds a Transformer problem: its config.json has a "module" field.
+bool is_transformer_folder(const std::filesystem::path& in);
+
+// Runs the problem in folder `in` into folder `out`. Throws as compute_transformer, or io_error
+// when OUT cannot be made; nothing is written then.
 void run_transformer(const std::filesystem::path& in, const std::filesystem::path& out);
 
 }  // namespace xgrad::cli

@@ -6,8 +6,10 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 
+#include "inspect_tool.hpp"
 #include "io/io_test_util.hpp"
 #include "support/fixtures.hpp"
 #include "transformer_tool.hpp"
@@ -89,6 +91,25 @@ TEST_CASE("xgrad transformer: torch's outputs and gradients for every module kin
         CHECK(ScratchDir::entries_of(out).size() == grads + 1);  // output.npy and nothing else
     }
     MESSAGE("xgrad transformer: worst relative error against torch " << worst);
+}
+
+TEST_CASE("xgrad inspect lists the tape of a Transformer folder") {
+    ScratchDir dir;
+    const fs::path in = dir.path / "in";
+    fs::create_directories(in);
+    write_in("detr_decoder_layer_post", in, "decoder_layer");
+    std::ostringstream listing;
+    cli::run_inspect(in, listing, {.dot = std::nullopt, .dump = dir.path / "dump"});
+    const std::string text = listing.str();
+    CAPTURE(text);
+    for (const char* want : {"decoder_layer d_model=4 nhead=2, tgt (2, 2, 4) float64", "query_pos", "memory",
+                             "self_attn.in_proj_weight", "multihead_attn.out_proj.weight", "norm3.bias", "weights"})
+        CHECK_MESSAGE(text.find(want) != std::string::npos, want);
+    // the dump holds the inputs with their gradients, as `xgrad transformer` writes them
+    const auto a = fixture("detr_decoder_layer_post");
+    double worst = 0;
+    xgrad::testing::check_parity(io::read_npy(dir.path / "dump" / "query_pos.grad.npy").as_xarray<double>(),
+                                 a.at("grad.query_pos").as_xarray<double>(), "query_pos.grad", worst);
 }
 
 TEST_CASE("xgrad transformer: bad input is one io_error naming the file or field; nothing is written") {
