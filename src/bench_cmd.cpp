@@ -1,7 +1,9 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
 // peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
-// steady step.
+// steady step. `--model encoder_layer | transformer` times a Transformer step instead
+// (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
+// the GEMM rates.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,12 +19,16 @@
 #include "alloc_count.hpp"
 #include "commands.hpp"
 #include "mha_workload.hpp"
+#include "transformer_workload.hpp"
 
 namespace xgrad::cli {
 namespace {
 
 struct BenchOptions {
+    std::string model = "mha";
     bench::MhaConfig config;
+    std::size_t ffn = 2048, layers = 1;
+    double dropout = 0.1;
     std::string dtype = "float32";
     int threads = 1;
     int steps = 50;
@@ -57,32 +63,61 @@ double blas_gflops(const bench::MhaConfig& c, int threads, int repeats) {
     return 2.0 * double(m) * double(n) * double(k) / median(us) * 1e-3;
 }
 
-template <Real T>
-int run(const BenchOptions& o) {
-    bench::MhaWorkload<T> workload(o.config);
+struct Timing {
+    double median_us = 0, allocs_per_step = 0, loss = 0;
+};
+
+// Warm-up, then the timed steps of `workload`, counting heap allocations.
+template <class Workload>
+Timing time_steps(Workload& workload, const BenchOptions& o) {
     for (int i = 0; i < o.warmup; ++i) workload.step();
     std::vector<double> us;
     us.reserve(std::size_t(o.steps));
     const std::uint64_t allocs_before = heap_allocations();
-    double loss = 0;
+    Timing t;
     for (int i = 0; i < o.steps; ++i) {
         const auto t0 = Clock::now();
-        loss = double(workload.step());
+        t.loss = double(workload.step());
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
-    const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
-    const double median_us = median(us);
-    const double gflops = bench::useful_flops(o.config) / median_us * 1e-3;
-    const double blas = blas_gflops<T>(o.config, o.threads, std::max(o.steps, 20));
+    t.allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
+    t.median_us = median(us);
+    return t;
+}
+
+double peak_rss_mb() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
+    return double(usage.ru_maxrss) / 1024.0;
+}
+
+nlohmann::json allocs_json(const Timing& t) {
+    return heap_allocations_counted() ? nlohmann::json(t.allocs_per_step) : nlohmann::json();
+}
+
+template <Real T>
+int run(const BenchOptions& o) {
     const auto& c = o.config;
+    if (o.model != "mha") {
+        bench::TransformerWorkload<T> workload({o.model, c.batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
+        const Timing t = time_steps(workload, o);
+        const nlohmann::ordered_json line = {
+            {"impl", "xgrad"}, {"model", o.model}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads},
+            {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
+            {"steps", o.steps}, {"median_us", t.median_us}, {"peak_rss_mb", peak_rss_mb()},
+            {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+        fmt::print("{}\n", line.dump());
+        return 0;
+    }
+    bench::MhaWorkload<T> workload(c);
+    const Timing t = time_steps(workload, o);
+    const double gflops = bench::useful_flops(c) / t.median_us * 1e-3;
+    const double blas = blas_gflops<T>(c, o.threads, std::max(o.steps, 20));
     const nlohmann::ordered_json line = {
         {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
-        {"threads", o.threads}, {"steps", o.steps}, {"median_us", median_us}, {"gflops", gflops},
-        {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
-        {"allocs_per_step", heap_allocations_counted() ? nlohmann::json(allocs_per_step) : nlohmann::json()},
-        {"last_loss", loss},
+        {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
+        {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
+        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
         // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
         {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
@@ -93,16 +128,24 @@ int run(const BenchOptions& o) {
 
 void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
+    cmd.add_option("--model", o.model, "mha (one MultiheadAttention step), encoder_layer or transformer")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
+    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer)")->check(between(1, 1 << 20));
+    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer)")->check(between(1, 64));
+    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer)")->check(between(0, 1));
     cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
     cmd.callback([] {
         selected_action() = [] {
+            if (o.model != "mha" && o.config.embed % o.config.heads != 0)
+                throw value_error("--heads " + std::to_string(o.config.heads) + " must divide --embed " +
+                                  std::to_string(o.config.embed));
             set_num_threads(std::size_t(o.threads));
             return o.dtype == "float64" ? run<double>(o) : run<float>(o);
         };
