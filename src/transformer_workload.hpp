@@ -38,12 +38,12 @@ public:
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j = L - L / 4; j < L; ++j) pad(b, j) = true;
         if (c.model == "encoder_layer") {
-            layer_ = nn::TransformerEncoderLayer<T>(lo, init_, seed + 3);
+            layer_ = nn::TransformerEncoderLayer<T>(lo, init_);
             adam_.emplace(layer_, optim::AdamOptions{.lr = 1e-3});
             encoder_options_.src_key_padding_mask = ignore_mask(pad);
             target_ = constant(xt::xtensor<T, 3>(randn<3>({L, B, E}, seed + 2)));
         } else {
-            model_ = nn::Transformer<T>({lo, c.layers, c.layers}, init_, seed + 3);
+            model_ = nn::Transformer<T>({lo, c.layers, c.layers}, init_);
             adam_.emplace(model_, optim::AdamOptions{.lr = 1e-3});
             options_.src_key_padding_mask = ignore_mask(pad);
             options_.memory_key_padding_mask = ignore_mask(pad);

@@ -57,15 +57,16 @@ Var<double, 1> flat(const Var<double, N>& x) {
 }
 
 // Full-Jacobian gradcheck of call(module with the flat parameters, inputs...) w.r.t. the module's
-// parameters and the inputs; `reseed` (the module's dropout generator) restarts before every
-// evaluation, so every evaluation drops the same elements.
+// parameters and the inputs; with `reseed`, every generator of the module (its dropouts') restarts
+// before every evaluation, so every evaluation drops the same elements.
 template <class M, class Call, class... X>
-GradcheckResult module_gradcheck(const M& m, Generator* reseed, Call call, const X&... inputs) {
+GradcheckResult module_gradcheck(const M& m, bool reseed, Call call, const X&... inputs) {
     GradcheckOptions opt;
     opt.mode = GradcheckOptions::Mode::full;
     return gradcheck(
         [&](const auto& params, const auto&... vars) {
-            if (reseed) reseed->manual_seed(7);
+            if (reseed)
+                for (const auto& [name, gen] : named_generators(m)) gen->manual_seed(7);
             return call(with_flat_parameters(m, params), vars...);
         },
         flatten_parameters(m), inputs..., opt);
@@ -78,7 +79,7 @@ GradcheckResult encoder_layer(const nn::TransformerLayerOptions& lo, nn::Encoder
                               bool pos, unsigned seed, nn::ActivationFunction<double> act = {}) {
     Generator gen(seed);
     const auto m = with_random_parameters(act ? EncoderLayer(lo, act, gen) : EncoderLayer(lo, gen), seed);
-    Generator* reseed = lo.dropout > 0 ? m.dropout1.gen.get() : nullptr;
+    const bool reseed = lo.dropout > 0;
     const auto src = sequence<N>(S, lo.batch_first, seed + 1);
     if (!pos)
         return module_gradcheck(m, reseed, [&](const EncoderLayer& l, const auto& x) { return flat(l.forward(x, fo)); },
@@ -94,7 +95,7 @@ GradcheckResult decoder_layer(const nn::TransformerLayerOptions& lo, nn::Decoder
                               unsigned seed) {
     Generator gen(seed);
     const auto m = with_random_parameters(DecoderLayer(lo, gen), seed);
-    Generator* reseed = lo.dropout > 0 ? m.dropout1.gen.get() : nullptr;
+    const bool reseed = lo.dropout > 0;
     const auto tgt = sequence<N>(T, lo.batch_first, seed + 1), memory = sequence<N>(S, lo.batch_first, seed + 2);
     if (!pos)
         return module_gradcheck(
@@ -122,9 +123,9 @@ Var<double, 1> output_and_weights(const nn::TransformerStackOutput<double, N>& r
 template <std::size_t V>
 GradcheckResult additive_attention(const std::optional<xt::xtensor<std::int64_t, V>>& lens, double dropout, unsigned seed) {
     Generator gen(seed);
-    const auto m = with_random_parameters(nn::AdditiveAttention<double>(2, 3, 5, dropout, gen, seed), seed);
+    const auto m = with_random_parameters(nn::AdditiveAttention<double>(2, 3, 5, dropout, gen), seed);
     return module_gradcheck(
-        m, dropout > 0 ? m.dropout.gen.get() : nullptr,
+        m, dropout > 0,
         [&](const auto& a, const auto& q, const auto& k, const auto& v) {
             const auto r = a.forward(q, k, v, lens);
             return concat({flat(r.output), flat(r.weights)}, 0);
@@ -187,7 +188,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          const nn::TransformerEncoder<double> enc(EncoderLayer(small(false, Act::relu), gen), 2, nn::LayerNorm<double>(E));
          const auto m = with_random_parameters(enc, 90);
          const auto o = encoder_masks(true);
-         return module_gradcheck(m, nullptr, [&](const auto& s, const auto& x) { return flat(s.forward(x, o)); },
+         return module_gradcheck(m, false, [&](const auto& s, const auto& x) { return flat(s.forward(x, o)); },
                                  sequence<3>(S, false, 91));
      }},
     {"TransformerEncoder", "3DETR: 2 pre-norm layers without feed-forward, a bool mask per layer, pos, weights",
@@ -200,7 +201,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          o.layer_masks = {ignore_mask(bools({B, S, S}, 13)), ignore_mask(bools({B, S, S}, 14))};
          o.need_weights = true;
          return module_gradcheck(
-             m, nullptr,
+             m, false,
              [&](const auto& s, const auto& x, const auto& p) {
                  return output_and_weights(s.forward_with_weights(x, at(o, p)));
              },
@@ -214,7 +215,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          nn::DecoderForwardOptions<double, 3> o;
          o.memory_key_padding_mask = ignore_mask(bools({B, S}, 15));
          return module_gradcheck(
-             m, nullptr,
+             m, false,
              [&](const auto& s, const auto& t, const auto& mem, const auto& p, const auto& qp) {
                  auto po = at(o, p);
                  po.query_pos = qp;
@@ -232,7 +233,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          o.tgt_mask = nn::generate_square_subsequent_mask<double>(T);
          o.need_weights = true;
          return module_gradcheck(
-             m, nullptr,
+             m, false,
              [&](const auto& s, const auto& t, const auto& mem) {
                  return output_and_weights(s.forward_with_weights(t, mem, o));
              },
@@ -252,7 +253,7 @@ const RegisterGradchecks registered_transformer{"transformer", {
          o.tgt_key_padding_mask = ignore_mask(bools({B, T}, 19));
          o.memory_key_padding_mask = ignore_mask(bools({B, S}, 20));
          return module_gradcheck(
-             m, nullptr, [&](const auto& model, const auto& s, const auto& t) { return flat(model.forward(s, t, o)); },
+             m, false, [&](const auto& model, const auto& s, const auto& t) { return flat(model.forward(s, t, o)); },
              sequence<3>(S, true, 131), sequence<3>(T, true, 132));
      }},
     {"flatten_feature_map", "(2,3,2,3) -> (6,2,3)",

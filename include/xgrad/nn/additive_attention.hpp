@@ -38,11 +38,11 @@ struct AdditiveAttention {
 
     AdditiveAttention() = default;
     AdditiveAttention(std::size_t key_size, std::size_t query_size, std::size_t num_hiddens, double dropout_p,
-                      Generator& init_gen, std::uint64_t dropout_seed = Generator::default_seed)
+                      Generator& init_gen)
         : W_k(key_size, num_hiddens, init_gen, false),
           W_q(query_size, num_hiddens, init_gen, false),
           w_v(num_hiddens, 1, init_gen, false),
-          dropout(dropout_p, dropout_seed) {}
+          dropout(dropout_p, init_gen) {}
 
     // valid_lens: none, (B) or (B, Q), int64
     template <std::size_t V = 1>

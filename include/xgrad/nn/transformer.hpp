@@ -13,7 +13,8 @@
 // DETR's final-norm rules are the caller's choice of `norm`: its encoder has one only with
 // normalize_before (norm_first), its decoder always. 3DETR: EncoderForwardOptions::layer_masks gives
 // each layer its own (N, S, S) mask, repeated over the heads (repeat_for_heads), and
-// forward_with_weights returns every layer's attention weights.
+// forward_with_weights returns every layer's attention weights. A plain copy of a layer or stack
+// shares its tensors and generators (nn/clone.hpp); nn::clone makes an independent one.
 // State-dict names are torch's: encoder.layers.0.self_attn.in_proj_weight, decoder.norm.weight, ...
 #pragma once
 #include <cstddef>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/nn/clone.hpp"
 #include "xgrad/nn/transformer_layers.hpp"
 #include "xgrad/ops/shape_concat.hpp"
 
@@ -64,19 +66,6 @@ AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
 
 namespace detail {
 
-// `num_layers` independent copies of `layer`: equal values, own parameters (torch's _get_clones).
-// To be replaced by nn::clones when the module system has it.
-template <class Layer>
-std::vector<Layer> clone_layers(const Layer& layer, std::size_t num_layers) {
-    std::vector<Layer> layers(num_layers, layer);
-    for (auto& copy : layers)
-        for_each_parameter(copy, [](const std::string&, auto& p) {
-            using V = std::remove_cvref_t<decltype(p)>;
-            p = parameter(xt::xtensor<typename V::value_type, V::rank>(p.value()));
-        });
-    return layers;
-}
-
 // xs[0..k) of one shape -> (k, shape...)
 template <Real T, std::size_t N>
 Var<T, N + 1> stack_layers(const std::vector<Var<T, N>>& xs) {
@@ -107,16 +96,15 @@ template <Real T>
 struct TransformerEncoder {
     BOOST_HANA_DEFINE_STRUCT(TransformerEncoder,
         (std::vector<TransformerEncoderLayer<T>>, layers),
-        (LayerNorm<T>, norm));  // empty when there is no final norm
-    bool has_norm = false;
+        (std::optional<LayerNorm<T>>, norm));  // the final norm, if any
 
     TransformerEncoder() = default;
-    // torch.nn.TransformerEncoder(encoder_layer, num_layers, norm): `norm` is taken as given (shared, as torch).
+    // torch.nn.TransformerEncoder(encoder_layer, num_layers, norm): the layers are nn::clones of
+    // `layer`; `norm` is taken as given (shared, as torch).
     TransformerEncoder(const TransformerEncoderLayer<T>& layer, std::size_t num_layers,
                        std::optional<LayerNorm<T>> final_norm = std::nullopt)
-        : layers((detail::check_num_layers(num_layers, "TransformerEncoder"), detail::clone_layers(layer, num_layers))),
-          norm(final_norm.value_or(LayerNorm<T>{})),
-          has_norm(final_norm.has_value()) {}
+        : layers((detail::check_num_layers(num_layers, "TransformerEncoder"), clones(layer, num_layers))),
+          norm(std::move(final_norm)) {}
 
     template <std::size_t N>
     Var<T, N> forward(const Var<T, N>& src, const EncoderForwardOptions<T, N>& o = {}) const {
@@ -141,7 +129,7 @@ struct TransformerEncoder {
             x = r.output;
             if (o.need_weights) out.attn_weights.push_back(r.attn_weights);
         }
-        out.output = has_norm ? norm(x) : x;
+        out.output = norm ? (*norm)(x) : x;
         return out;
     }
 };
@@ -150,15 +138,13 @@ template <Real T>
 struct TransformerDecoder {
     BOOST_HANA_DEFINE_STRUCT(TransformerDecoder,
         (std::vector<TransformerDecoderLayer<T>>, layers),
-        (LayerNorm<T>, norm));  // empty when there is no final norm
-    bool has_norm = false;
+        (std::optional<LayerNorm<T>>, norm));  // the final norm, if any
 
     TransformerDecoder() = default;
     TransformerDecoder(const TransformerDecoderLayer<T>& layer, std::size_t num_layers,
                        std::optional<LayerNorm<T>> final_norm = std::nullopt)
-        : layers((detail::check_num_layers(num_layers, "TransformerDecoder"), detail::clone_layers(layer, num_layers))),
-          norm(final_norm.value_or(LayerNorm<T>{})),
-          has_norm(final_norm.has_value()) {}
+        : layers((detail::check_num_layers(num_layers, "TransformerDecoder"), clones(layer, num_layers))),
+          norm(std::move(final_norm)) {}
 
     // tgt (T, N, E), memory (S, N, E) (or batch_first, or unbatched) -> tgt's shape
     template <std::size_t N>
@@ -171,7 +157,7 @@ struct TransformerDecoder {
     template <std::size_t N>
     Var<T, N + 1> forward_intermediate(const Var<T, N>& tgt, const Var<T, N>& memory,
                                        const DecoderForwardOptions<T, N>& o = {}) const {
-        if (!has_norm)
+        if (!norm)
             throw value_error("TransformerDecoder: forward_intermediate needs the final norm (construct the decoder with one)");
         std::vector<Var<T, N>> normed;
         run<N>(tgt, memory, o, &normed);
@@ -196,9 +182,9 @@ private:
             auto r = layers[i].forward_with_weights(x, memory, o);
             x = r.output;
             if (o.need_weights) out.attn_weights.push_back(r.attn_weights);
-            if (intermediate) intermediate->push_back(norm(x));
+            if (intermediate) intermediate->push_back((*norm)(x));
         }
-        out.output = intermediate ? intermediate->back() : has_norm ? norm(x) : x;
+        out.output = intermediate ? intermediate->back() : norm ? (*norm)(x) : x;
         return out;
     }
 };
@@ -223,15 +209,13 @@ struct Transformer {
     Transformer() = default;
     // torch.nn.Transformer: the layers as their defaults, both stacks with a final LayerNorm, then
     // xavier_uniform_ on every parameter with more than one dim (in state-dict order, from init_gen).
-    Transformer(const TransformerOptions& o, Generator& init_gen, std::uint64_t dropout_seed = Generator::default_seed)
-        : options(o) {
+    Transformer(const TransformerOptions& o, Generator& init_gen) : options(o) {
         const auto& lo = o.layer;
         if (!lo.feed_forward) throw value_error("Transformer: feed_forward = false is for a TransformerEncoderLayer");
-        encoder = TransformerEncoder<T>(TransformerEncoderLayer<T>(lo, init_gen, dropout_seed), o.num_encoder_layers,
+        encoder = TransformerEncoder<T>(TransformerEncoderLayer<T>(lo, init_gen), o.num_encoder_layers,
                                         LayerNorm<T>(lo.d_model, lo.layer_norm_eps));
-        decoder = TransformerDecoder<T>(TransformerDecoderLayer<T>(lo, init_gen, dropout_seed), o.num_decoder_layers,
+        decoder = TransformerDecoder<T>(TransformerDecoderLayer<T>(lo, init_gen), o.num_decoder_layers,
                                         LayerNorm<T>(lo.d_model, lo.layer_norm_eps));
-        detail::share_dropout_generator(*this, dropout_seed);
         for_each_parameter(*this, [&](const std::string&, auto& p) {
             if constexpr (std::remove_cvref_t<decltype(p)>::rank > 1) init::xavier_uniform_(p, init_gen);
         });

@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -114,19 +113,6 @@ MultiheadAttention<T> layer_attention(const TransformerLayerOptions& o, Generato
     return MultiheadAttention<T>(a, init_gen);
 }
 
-// Generator plumbing, in one place: every Dropout and MultiheadAttention of `layer` draws from one
-// generator seeded with `seed` (copies of the layer share it). To be replaced when Dropout and
-// MultiheadAttention own their generators.
-template <class Layer>
-void share_dropout_generator(Layer& layer, std::uint64_t seed) {
-    auto gen = std::make_shared<Generator>(seed);
-    for_each_module(layer, [&](auto& sub) {
-        using M = std::remove_cvref_t<decltype(sub)>;
-        if constexpr (std::same_as<M, Dropout>) sub.gen = gen;
-        if constexpr (requires { sub.dropout_generator = gen.get(); }) sub.dropout_generator = gen.get();
-    });
-}
-
 // x + pos, or x when pos is absent (DETR's with_pos_embed).
 template <Real T, std::size_t N>
 Var<T, N> with_pos(const Var<T, N>& x, const Var<T, N>& pos) {
@@ -192,7 +178,7 @@ Var<T, N> feed_forward(const Layer& layer, const Var<T, N>& x) {
 template <class Layer>
 void build_feed_forward(Layer& l, const TransformerLayerOptions& o, Generator& init_gen) {
     l.linear1 = Linear<typename Layer::value_type>(o.d_model, o.dim_feedforward, init_gen);
-    l.dropout = Dropout(o.dropout);
+    l.dropout = Dropout(o.dropout, init_gen);
     l.linear2 = Linear<typename Layer::value_type>(o.dim_feedforward, o.d_model, init_gen);
 }
 
@@ -215,24 +201,20 @@ struct TransformerEncoderLayer {
 
     TransformerEncoderLayer() = default;
     // torch's initialization: self_attn, linear1, linear2 as their modules, drawn from init_gen in
-    // that order; dropouts draw from a generator seeded with dropout_seed.
-    TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& init_gen,
-                            std::uint64_t dropout_seed = Generator::default_seed)
-        : options(o) {
+    // that order; every dropout (and the attention's) owns a generator seeded from init_gen.
+    TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& init_gen) : options(o) {
         detail::check_layer_options(o, "TransformerEncoderLayer");
         self_attn = detail::layer_attention<T>(o, init_gen);
         if (o.feed_forward) {
             detail::build_feed_forward(*this, o, init_gen);
             norm2 = LayerNorm<T>(o.d_model, o.layer_norm_eps);
-            dropout2 = Dropout(o.dropout);
+            dropout2 = Dropout(o.dropout, init_gen);
         }
         norm1 = LayerNorm<T>(o.d_model, o.layer_norm_eps);
-        dropout1 = Dropout(o.dropout);
-        detail::share_dropout_generator(*this, dropout_seed);
+        dropout1 = Dropout(o.dropout, init_gen);
     }
-    TransformerEncoderLayer(const TransformerLayerOptions& o, ActivationFunction<T> activation, Generator& init_gen,
-                            std::uint64_t dropout_seed = Generator::default_seed)
-        : TransformerEncoderLayer(o, init_gen, dropout_seed) {
+    TransformerEncoderLayer(const TransformerLayerOptions& o, ActivationFunction<T> activation, Generator& init_gen)
+        : TransformerEncoderLayer(o, init_gen) {
         activation_function = std::move(activation);
     }
 
@@ -281,9 +263,7 @@ struct TransformerDecoderLayer {
 
     TransformerDecoderLayer() = default;
     // torch's initialization: self_attn, multihead_attn, linear1, linear2 drawn from init_gen in that order.
-    TransformerDecoderLayer(const TransformerLayerOptions& o, Generator& init_gen,
-                            std::uint64_t dropout_seed = Generator::default_seed)
-        : options(o) {
+    TransformerDecoderLayer(const TransformerLayerOptions& o, Generator& init_gen) : options(o) {
         detail::check_layer_options(o, "TransformerDecoderLayer");
         if (!o.feed_forward)
             throw value_error("TransformerDecoderLayer: feed_forward = false is for the encoder layer (3DETR's use_ffn)");
@@ -293,12 +273,11 @@ struct TransformerDecoderLayer {
         norm1 = LayerNorm<T>(o.d_model, o.layer_norm_eps);
         norm2 = LayerNorm<T>(o.d_model, o.layer_norm_eps);
         norm3 = LayerNorm<T>(o.d_model, o.layer_norm_eps);
-        dropout1 = Dropout(o.dropout), dropout2 = Dropout(o.dropout), dropout3 = Dropout(o.dropout);
-        detail::share_dropout_generator(*this, dropout_seed);
+        dropout1 = Dropout(o.dropout, init_gen), dropout2 = Dropout(o.dropout, init_gen);
+        dropout3 = Dropout(o.dropout, init_gen);
     }
-    TransformerDecoderLayer(const TransformerLayerOptions& o, ActivationFunction<T> activation, Generator& init_gen,
-                            std::uint64_t dropout_seed = Generator::default_seed)
-        : TransformerDecoderLayer(o, init_gen, dropout_seed) {
+    TransformerDecoderLayer(const TransformerLayerOptions& o, ActivationFunction<T> activation, Generator& init_gen)
+        : TransformerDecoderLayer(o, init_gen) {
         activation_function = std::move(activation);
     }
 
