@@ -1,7 +1,9 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
 // peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
-// steady step.
+// steady step. Under mpirun each rank runs its even share of --batch and the gradients are
+// averaged (dist::DataParallel): rank 0 adds the world size, the global throughput and the time
+// synchronize() took per step (the reduction not hidden behind backward).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "alloc_count.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "mha_workload.hpp"
 
 namespace xgrad::cli {
@@ -27,6 +30,7 @@ struct BenchOptions {
     int threads = 1;
     int steps = 50;
     int warmup = 5;
+    bool overlap = true;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -59,19 +63,27 @@ double blas_gflops(const bench::MhaConfig& c, int threads, int repeats) {
 
 template <Real T>
 int run(const BenchOptions& o) {
-    bench::MhaWorkload<T> workload(o.config);
-    for (int i = 0; i < o.warmup; ++i) workload.step();
-    std::vector<double> us;
+    const dist::Context& ctx = process_group();
+    bench::MhaConfig mine = o.config;
+    mine.batch = even_shard(ctx, o.config.batch, "--batch").size();
+    bench::MhaWorkload<T> workload(mine);
+    dist::DataParallel<T> data_parallel(ctx, workload.module(), {.overlap = o.overlap});
+    std::vector<double> us, reduce_us;
     us.reserve(std::size_t(o.steps));
+    reduce_us.reserve(std::size_t(o.steps));
+    const std::function<void()> reduce = [&] { data_parallel.synchronize(); };
+    for (int i = 0; i < o.warmup; ++i) workload.step(reduce);
     const std::uint64_t allocs_before = heap_allocations();
     double loss = 0;
     for (int i = 0; i < o.steps; ++i) {
         const auto t0 = Clock::now();
-        loss = double(workload.step());
+        loss = double(workload.step(reduce));
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        reduce_us.push_back(data_parallel.last_sync_seconds() * 1e6);
     }
     const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
     const double median_us = median(us);
+    if (!ctx.is_root()) return 0;
     const double gflops = bench::useful_flops(o.config) / median_us * 1e-3;
     const double blas = blas_gflops<T>(o.config, o.threads, std::max(o.steps, 20));
     rusage usage{};
@@ -83,6 +95,10 @@ int run(const BenchOptions& o) {
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
         {"allocs_per_step", heap_allocations_counted() ? nlohmann::json(allocs_per_step) : nlohmann::json()},
         {"last_loss", loss},
+        {"world_size", ctx.world_size()}, {"sequences_per_s", double(c.batch) / median_us * 1e6},
+        {"reduce_us", ctx.world_size() > 1 ? nlohmann::json(median(reduce_us)) : nlohmann::json(0)},
+        {"buckets", data_parallel.bucket_count()},
+        {"buckets_started_in_backward", data_parallel.buckets_started_in_backward()},
         // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
         {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
@@ -101,6 +117,8 @@ void setup_bench(CLI::App& cmd) {
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
+    cmd.add_flag("--overlap,!--no-overlap", o.overlap,
+                 "under mpirun: start reducing gradients during backward (default on)");
     cmd.callback([] {
         selected_action() = [] {
             set_num_threads(std::size_t(o.threads));

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "xgrad/dist/context.hpp"
 
 namespace xgrad::cli {
 
@@ -80,12 +81,16 @@ int main(int argc, char** argv) {
     try {
         return selected_action() ? selected_action()() : 2;
     } catch (const std::exception& e) {
-        // One line, named after the command that failed: "xgrad train copy: ..."
+        // One line, named after the command that failed: "xgrad train copy: ..." ("... rank 1: ..."
+        // under mpirun, where it then ends every rank: the others may wait for this one forever).
         std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
         deepest(app, where);
-        std::cerr << where << ": " << message << '\n';
+        const xgrad::dist::Context* ctx = xgrad::dist::Context::current();
+        if (ctx && ctx->world_size() > 1) where += ": rank " + std::to_string(ctx->rank());
+        std::cerr << (where + ": " + message + '\n') << std::flush;  // one write: ranks do not interleave
+        if (ctx) ctx->abort(2);
         return 2;
     }
 }
