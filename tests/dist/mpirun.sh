@@ -8,6 +8,9 @@
 # - --oversubscribe: more ranks than cores (world size 3 on a 2-core machine); Open MPI then yields
 #   the core while a rank waits instead of spinning.
 # - --bind-to none: the machine is shared; pinning ranks to cores others use only slows them.
+# - --mca mpi_yield_when_idle 1: a rank waiting for another gives its core away instead of
+#   spinning; on a loaded 2-core machine a spinning rank starves the one it waits for (the base
+#   bench step over 2 ranks: 496 ms spinning, 136 ms yielding, with the load average at 4).
 # - --mca pml ob1: the plain point-to-point layer; UCX probes network devices a container lacks.
 # - --mca btl self,vader --mca btl_vader_single_copy_mechanism none: shared memory between ranks,
 #   without the single-copy path (CMA reads another process's memory with process_vm_readv, which
@@ -27,4 +30,4 @@ while [ $# -gt 0 ]; do
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck disable=SC2086  # $transport is a list of words
-exec mpirun --oversubscribe --bind-to none --mca pml ob1 $transport --timeout "$timeout" "$@"
+exec mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca pml ob1 $transport --timeout "$timeout" "$@"

@@ -94,7 +94,7 @@ public:
     // Seconds synchronize() spent in its last call (waiting for and unpacking the reductions).
     double last_sync_seconds() const { return last_sync_seconds_; }
     std::size_t bucket_count() const { return buckets_.size(); }
-    // Buckets whose reduction started during the last backward (overlap).
+    // Buckets whose reduction started during the last backward, before its last node (overlap).
     std::size_t buckets_started_in_backward() const { return started_in_backward_; }
 
 private:
@@ -282,7 +282,7 @@ void DataParallel<T>::backward_passed(std::size_t position) {
     // In bucket order only: every rank issues the same collectives in the same order.
     while (next_bucket_ < buckets_.size() && position <= buckets_[next_bucket_].ready_at) {
         start(buckets_[next_bucket_++]);
-        ++started_in_backward_;
+        if (position > 0) ++started_in_backward_;  // nodes are left: backward still runs
     }
 #if XGRAD_HAVE_MPI
     // Drive the started reductions forward (Open MPI progresses non-blocking collectives only inside MPI calls).
