@@ -236,6 +236,56 @@ TEST_CASE("DataParallel: a second backward before synchronize() is an error, not
     dp.synchronize();  // finishes the first backward's reductions on every rank
 }
 
+namespace {
+// y = 2 w, an op whose node does not report its input (no for_each_input): the tape walk cannot
+// see that it uses w.
+template <Real T>
+struct HiddenInputNode final : TensorNode<T, 1> {
+    Var<T, 1> w;
+    const char* op_name() const override { return "hidden_input"; }
+    void release_inputs() override { w = {}; }
+    void backward() override {
+        // dW (n) += 2 dY (n)
+        const T* gy = this->grad_buffer().data();
+        T* gw = w.node()->grad_buffer().data();
+        for (std::size_t i = 0; i < w.size(); ++i) gw[i] += 2 * gy[i];
+    }
+};
+}  // namespace
+
+TEST_CASE("DataParallel: a bucket started before its parameter's last use is an error, not a wrong average") {
+    if (ctx().world_size() == 1) return;
+    struct Hidden {
+        BOOST_HANA_DEFINE_STRUCT(Hidden, (Var<double, 1>, w), (Var<double, 1>, v));
+    };
+    Hidden m{parameter(xt::xtensor<double, 1>{1.0, -2.0, 3.0}), parameter(xt::xtensor<double, 1>{0.5})};
+    // loss = Σ (2w)² + Σ v²: the hidden node (tape position 0) is the last to run in backward, but
+    // the walk sees no use of w, so the one bucket {v, w} looks complete once v's ops have run.
+    const auto loss = [&] {
+        auto node = make_node<HiddenInputNode<double>>(true);
+        node->w = m.w;
+        node->value = 2.0 * m.w.value();
+        const Var<double, 1> y(node);
+        return Var<double, 0>(sum(y * y) + sum(m.v * m.v));
+    };
+    {
+        dist::DataParallel<double> dp(ctx(), m);
+        backward(loss());
+        CHECK(dp.buckets_started_in_backward() == 1);
+        CHECK_THROWS_WITH_AS(dp.synchronize(),
+                             doctest::Contains("the gradient of \"w\" changed after its reduction started during backward"),
+                             tape_error);
+        tape().clear();
+    }
+    zero_grad(m);
+    dist::DataParallel<double> after_backward(ctx(), m, {.overlap = false});  // reducing after backward is right
+    backward(loss());
+    after_backward.synchronize();
+    tape().clear();
+    CHECK(m.w.grad()(2) == 8.0 * 3.0);  // d/dw (2w)² = 8w, the same on every rank
+    CHECK(m.v.grad()(0) == 1.0);
+}
+
 TEST_CASE("dist checkpoints: rank 0 writes, every rank gets back the model, Adam and its own generators") {
     const std::string dir = dist::broadcast_string(
         ctx(), ctx().is_root() ? (std::filesystem::temp_directory_path() /

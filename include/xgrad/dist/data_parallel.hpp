@@ -131,7 +131,8 @@ private:
         }
     }
     void start(Bucket& b);
-    void finish(Bucket& b);
+    void wait(Bucket& b);
+    void unpack(const Bucket& b);
 
     // ---- BackwardObserver: start buckets during backward (overlap) ----
     void backward_begins(const Tape& tape, std::size_t root) override;
@@ -213,11 +214,15 @@ void DataParallel<T>::start(Bucket& b) {
 }
 
 template <Real T>
-void DataParallel<T>::finish(Bucket& b) {
+void DataParallel<T>::wait(Bucket& b) {
 #if XGRAD_HAVE_MPI
     if (b.request != MPI_REQUEST_NULL) detail::check(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait", ctx_);
 #endif
     b.started = false;
+}
+
+template <Real T>
+void DataParallel<T>::unpack(const Bucket& b) {
     const T world = T(ctx_.world_size());
     for (const Piece& piece : b.pieces) {
         const Param& p = params_[piece.param];
@@ -242,9 +247,11 @@ void DataParallel<T>::synchronize() {
     for (std::size_t i = 0; i < params_.size(); ++i) presence_[i] = params_[i].grad() ? 1 : 0;
     allreduce_sum(ctx_, std::span<int>(presence_));
     for (; next_bucket_ < buckets_.size(); ++next_bucket_) start(buckets_[next_bucket_]);
-    for (Bucket& b : buckets_) finish(b);
+    // Every reduction completes before anything can throw: no request is left behind.
+    for (Bucket& b : buckets_) wait(b);
     next_bucket_ = 0;
     in_flight_ = false;
+    for (const Bucket& b : buckets_) unpack(b);
     last_sync_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
