@@ -119,6 +119,7 @@ void setup_bench(CLI::App& cmd) {
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
     cmd.add_flag("--overlap,!--no-overlap", o.overlap,
                  "under mpirun: start reducing gradients during backward (default on)");
+    data_parallel_commands().insert(&cmd);
     cmd.callback([] {
         selected_action() = [] {
             set_num_threads(std::size_t(o.threads));

@@ -16,6 +16,11 @@ std::function<int()>& selected_action() {
     return action;
 }
 
+std::set<const CLI::App*>& data_parallel_commands() {
+    static std::set<const CLI::App*> commands;
+    return commands;
+}
+
 }  // namespace xgrad::cli
 
 namespace {
@@ -76,6 +81,19 @@ int main(int argc, char** argv) {
         if (cmd->get_require_subcommand_min() > 0 && cmd->get_subcommands().empty())
             std::cerr << cmd->help(cmd == &app ? "" : where.substr(0, where.rfind(' ')));  // "Usage: xgrad train ..."
         std::cerr << where << ": " << e.what() << '\n';
+        return 2;
+    }
+    if (const CLI::App* cmd = deepest(app, where);
+        xgrad::dist::launched_by_mpirun() && !data_parallel_commands().count(cmd)) {
+        std::set<std::string> names;  // "xgrad train copy", sorted
+        for (const CLI::App* dp : data_parallel_commands()) {
+            std::string name;
+            for (const CLI::App* a = dp; a; a = a->get_parent()) name = a->get_name() + (name.empty() ? "" : " " + name);
+            names.insert(name);
+        }
+        std::string which;
+        for (const auto& name : names) which += (which.empty() ? "" : ", ") + name;
+        std::cerr << (where + ": does not run under mpirun (data-parallel commands: " + which + ")\n") << std::flush;
         return 2;
     }
     try {

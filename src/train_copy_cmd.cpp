@@ -200,6 +200,7 @@ void setup_train_copy(CLI::App& copy) {
     copy.add_flag("--deterministic", o.deterministic,
                   "under mpirun: sum gradients in rank order (bitwise the same on every rank and every run)");
     copy.callback([] { selected_action() = [] { return train_copy(o); }; });
+    data_parallel_commands().insert(&copy);
 }
 
 }  // namespace xgrad::cli

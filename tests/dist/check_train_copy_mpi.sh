@@ -52,3 +52,9 @@ status=0
 [ "$status" -eq 2 ] && grep -q "the checkpoint was made by 2 ranks; resume it with mpirun -np 2" "$dir/err.txt" ||
   { echo "a 2-rank checkpoint in one process: unexpected outcome ($status)"; cat "$dir/err.txt"; exit 1; }
 echo "errors: --batch 33 over 2 ranks and a 2-rank checkpoint in one process are one line each"
+# A command that does not run data-parallel is refused under mpirun (its ranks would each write the same files).
+status=0
+"$mpirun_sh" -np 2 "$xgrad" train mlp > /dev/null 2> "$dir/err.txt" || status=$?
+[ "$status" -ne 0 ] && grep -q "^xgrad train mlp: does not run under mpirun (data-parallel commands: xgrad bench, xgrad train copy)$" \
+  "$dir/err.txt" || { echo "train mlp under mpirun: unexpected outcome ($status)"; cat "$dir/err.txt"; exit 1; }
+echo "train mlp under mpirun: refused in one line"
