@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 
 #if XGRAD_HAVE_MPI
@@ -120,19 +121,20 @@ private:
 // hang; outside mpirun the message is printed and 2 returned.
 template <class Body>
 int run(int argc, char** argv, Body&& body) {
-    Context ctx(&argc, &argv);
+    std::optional<Context> ctx;
     try {
-        return body(ctx);
+        ctx.emplace(&argc, &argv);
+        return body(*ctx);
     } catch (const std::exception& e) {
         std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
-        if (ctx.world_size() > 1)
-            std::fprintf(stderr, "xgrad: rank %d: %s\n", ctx.rank(), message.c_str());
+        if (ctx && ctx->world_size() > 1)
+            std::fprintf(stderr, "xgrad: rank %d: %s\n", ctx->rank(), message.c_str());
         else
             std::fprintf(stderr, "xgrad: %s\n", message.c_str());
-        if (ctx.active()) ctx.abort(2);
-        return 2;
+        if (ctx && ctx->active()) ctx->abort(2);
+        return 2;  // also when the Context could not be made (MPI missing under mpirun)
     }
 }
 
