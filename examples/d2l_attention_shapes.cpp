@@ -11,7 +11,7 @@ int main() {
     const std::size_t num_hiddens = 100, num_heads = 5, batch = 2, num_queries = 4, num_kvpairs = 6;
     nn::MultiheadAttention<float> attention(
         nn::MultiheadAttentionOptions{.embed_dim = num_hiddens, .num_heads = num_heads, .batch_first = true}, gen);
-    eval(attention);  // no dropout
+    set_training(attention, false);  // no dropout
 
     auto X = constant(xt::xtensor<float, 3>(xt::ones<float>({batch, num_queries, num_hiddens})));
     auto Y = constant(xt::xtensor<float, 3>(xt::ones<float>({batch, num_kvpairs, num_hiddens})));

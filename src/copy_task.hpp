@@ -69,7 +69,7 @@ struct Model {
 
     Model(const ModelOptions& o, Generator& gen)
         : embed(o.vocab + 1, o.embed, gen),
-          pos(o.embed, 0.0, 2 * o.seq + 1),
+          pos({.d_model = o.embed, .dropout = 0.0, .batch_first = true, .max_len = 2 * o.seq + 1}, 0),
           attn(nn::MultiheadAttentionOptions{.embed_dim = o.embed, .num_heads = o.heads, .batch_first = true}, gen),
           norm(o.embed),
           head(o.embed, o.vocab, gen),

@@ -71,9 +71,10 @@ int train_copy(const CopyOptions& o) {
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     copy_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
-    // What a checkpoint restores besides the weights and Adam: the data stream where it stopped and
-    // the (never drawn from) source of the held-out set.
-    const io::NamedGenerators generators{{"data", &data_gen}, {"held_out", &held_out_gen}};
+    // What a checkpoint restores besides the weights and Adam: the model's own generators (its
+    // dropouts'), the data stream where it stopped and the (never drawn from) source of the held-out set.
+    io::NamedGenerators generators = named_generators(model, "model.");
+    generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
     int first_step = 1;
     if (!o.resume.empty()) {
         // The same model first: a different --heads or --seq would otherwise load without complaint.

@@ -18,6 +18,7 @@
 #include "xgrad/ops/norm.hpp"
 #include "xgrad/ops/embedding.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/nn/clone.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/layers.hpp"

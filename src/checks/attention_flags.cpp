@@ -137,8 +137,7 @@ std::vector<GradcheckCase> flag_cases() {
                          [batched] {
                              const Flags f{true, true, false, false, false, batched};
                              Mha m = make_module(f, 0.3);
-                             Generator g;
-                             m.dropout_generator = &g;
+                             Generator& g = *m.dropout_generator;
                              const auto fo = make_masks(Masks::kpm_bool, f, 3, 5);
                              return batched ? check_module<3>(m, randn<3>({L, NB, E}, 1), randn<3>({3, NB, E}, 2),
                                                               randn<3>({3, NB, E}, 3), fo, &g)

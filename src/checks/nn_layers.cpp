@@ -62,26 +62,31 @@ const RegisterGradchecks registered_nn_layers{"nn_layers", {
          nn::LayerNorm<double> ln(5, 1e-5, false);
          return gradcheck([&](auto& x) { return ln(x); }, randn<2>({3, 5}, 46));
      }},
-    {"PositionalEncoding", "(2,3,4) -> linear(4,3)",
+    {"PositionalEncoding", "(2,3,4) batch first -> linear(4,3)",
      [] {
-         nn::PositionalEncoding<double> pe(4, 0.0, 8);
+         nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .batch_first = true, .max_len = 8}, 1);
          return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({2, 3, 4}, 47),
                           randn<2>({3, 4}, 48), randn<1>({3}, 49));
+     }},
+    {"PositionalEncoding", "(3,2,4) sequence first -> linear(4,3)",
+     [] {
+         nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .max_len = 8}, 1);
+         return gradcheck([&](auto& x, auto& w, auto& b) { return linear(pe(x), w, b); }, randn<3>({3, 2, 4}, 55),
+                          randn<2>({3, 4}, 56), randn<1>({3}, 57));
      }},
     {"Embedding+PositionalEncoding+LayerNorm", "(6,4) by (2,3)",
      [] {
          const Idx2 idx{{5, 1, 5}, {0, 2, 1}};
-         nn::PositionalEncoding<double> pe(4, 0.0, 8);
+         nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .batch_first = true, .max_len = 8}, 1);
          return gradcheck([&](auto& table, auto& w, auto& b) { return layer_norm_module(pe(embedding(table, idx)), w, b); },
                           randn<2>({6, 4}, 50), randn<1>({4}, 51), randn<1>({4}, 52));
      }},
     {"Dropout", "(3,4) p=0.4 -> linear(4,2)",
      [] {
-         Generator gen;
-         nn::Dropout drop(0.4, gen);
+         nn::Dropout drop(0.4, 7);
          return gradcheck(
              [&](auto& x, auto& w) {
-                 gen.manual_seed(7);  // the same mask on every call
+                 drop.generator->manual_seed(7);  // the same mask on every call
                  return linear(drop(x), w);
              },
              randn<2>({3, 4}, 53), randn<2>({2, 4}, 54));

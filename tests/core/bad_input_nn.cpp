@@ -59,25 +59,26 @@ TEST_CASE("bad input: nn layer constructors, layers and initializers") {
     CHECK_THROWS_WITH_AS(nn::LayerNorm<double>(3)(ones<2>({2, 4})),
                          "layer_norm: weight must have shape (4,) to match the last axis of x (2, 4), got (3,)",
                          shape_error);
-    CHECK_THROWS_WITH_AS(nn::Dropout(1.5), "Dropout: probability p must be in [0, 1], got 1.500000", value_error);
+    CHECK_THROWS_WITH_AS(nn::Dropout(1.5, 1), "Dropout: probability p must be in [0, 1], got 1.500000", value_error);
     CHECK_THROWS_WITH_AS(nn::Dropout(NaN, gen), "Dropout: probability p must be in [0, 1], got nan", value_error);
 
     using PE = nn::PositionalEncoding<double>;
-    CHECK_THROWS_WITH_AS(PE(0, 0.1), "PositionalEncoding: d_model and max_len must be positive, got 0 and 1000",
+    CHECK_THROWS_WITH_AS(PE({.d_model = 0}, 1), "PositionalEncoding: d_model and max_len must be positive, got 0 and 1000",
                          value_error);
-    CHECK_THROWS_WITH_AS(PE(4, 0.1, gen, 0), "PositionalEncoding: d_model and max_len must be positive, got 4 and 0",
+    CHECK_THROWS_WITH_AS(PE({.d_model = 4, .max_len = 0}, gen),
+                         "PositionalEncoding: d_model and max_len must be positive, got 4 and 0", value_error);
+    CHECK_THROWS_WITH_AS(PE({.d_model = 4, .dropout = -0.5}, 1), "Dropout: probability p must be in [0, 1], got -0.500000",
                          value_error);
-    CHECK_THROWS_WITH_AS(PE(4, -0.5), "Dropout: probability p must be in [0, 1], got -0.500000", value_error);
-    const PE pe(4, 0.0, 10);
+    const PE pe({.d_model = 4, .dropout = 0.0, .batch_first = true, .max_len = 10}, 1);
     CHECK_THROWS_WITH_AS(pe(ones<3>({1, 11, 4})),
-                         "PositionalEncoding: x (1, 11, 4) must be (..., T, 4) with T <= max_len 10",
+                         "PositionalEncoding: x (1, 11, 4) must be (N, T, d) (batch_first) with d = 4 and T <= max_len 10",
                          shape_error);
     CHECK_THROWS_WITH_AS(pe(ones<3>({1, 2, 5})),
-                         "PositionalEncoding: x (1, 2, 5) must be (..., T, 4) with T <= max_len 10",
+                         "PositionalEncoding: x (1, 2, 5) must be (N, T, d) (batch_first) with d = 4 and T <= max_len 10",
                          shape_error);
     // before: "must be (..., T, 0) with T <= max_len 0"
     CHECK_THROWS_WITH_AS(PE()(ones<2>({2, 4})),
-                         "PositionalEncoding: the module has no table (construct it with d_model and max_len)",
+                         "PositionalEncoding: the module has no table (construct it with options)",
                          value_error);
 
     // initializers: before, bad bounds filled the parameter silently and an empty Var segfaulted
@@ -262,10 +263,11 @@ TEST_CASE("bad input: MultiheadAttention forward") {
                          "MultiheadAttention: valid_lens must be >= 0, got -1", value_error);
 
     Mha drop({.embed_dim = 4, .num_heads = 2, .dropout = 0.1}, g);
+    drop.dropout_generator.reset();
     CHECK_THROWS_WITH_AS(drop.forward(q, q, q),
-                         "MultiheadAttention: dropout 0.100000 while training needs dropout_generator (or eval())",
+                         "MultiheadAttention: dropout 0.100000 while training, but the module has no dropout_generator",
                          value_error);
-    eval(drop);
+    set_training(drop, false);
     CHECK_NOTHROW(drop.forward(q, q, q));
 }
 #undef QK

@@ -47,7 +47,7 @@ struct Run {
     Net net;
     Generator data{11};
     Run(std::uint64_t init_seed, std::uint64_t dropout_seed) : init(init_seed), net(init, dropout_seed) {}
-    io::NamedGenerators generators() { return {{"data", &data}, {"dropout", net.drop.gen.get()}}; }
+    io::NamedGenerators generators() { return {{"data", &data}, {"dropout", net.drop.generator.get()}}; }
 };
 
 // `steps` training steps; returns the losses.

@@ -166,8 +166,8 @@ void check_paths_against_reference(const Shape& s, double tolerance) {
                 check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, false), values), reference, tolerance);
                 check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, true), values), reference, tolerance);
                 auto dropping = make_module<T>(s, batch_first, extra_keys, 0.3);
-                Generator gen(7);
-                dropping.dropout_generator = &gen;
+                Generator& gen = *dropping.dropout_generator;
+                gen.manual_seed(7);
                 const Run<T> reference_dropped =
                     run(dropping, s, batch_first, on_path(nn::AttentionPath::reference, true), values);
                 gen = Generator(7);

@@ -129,7 +129,7 @@ TEST_CASE("nn::LayerNorm: ones/zeros init, matches layer_norm, no-affine option"
     CHECK_THROWS_AS(nn::LayerNorm<double>(0), value_error);
 }
 
-TEST_CASE("nn::Dropout: training drops and rescales, eval is the identity, shared generator") {
+TEST_CASE("nn::Dropout: training drops and rescales, eval is the identity, its own seeded generator") {
     nn::Dropout drop(0.5, 42);
     auto x = constant(xt::xtensor<double, 1>(xt::ones<double>({1000})));
     auto y = drop(x);
@@ -140,25 +140,26 @@ TEST_CASE("nn::Dropout: training drops and rescales, eval is the identity, share
     }
     CHECK(kept > 430);  // Binomial(1000, 0.5): sd ≈ 16
     CHECK(kept < 570);
-    eval(drop);
+    set_training(drop, false);
     CHECK(!drop.training);
     CHECK(drop(x).value() == x.value());
-    train(drop);
+    set_training(drop, true);
     CHECK(drop.training);
 
-    Generator shared(5), again(5);
-    nn::Dropout a(0.3, shared), b(0.3, again);
+    Generator source(5), again(5);
+    nn::Dropout a(0.3, source), b(0.3, again), c(0.3, source);
     auto ya = a(x), yb = b(x);
-    CHECK(ya.value() == yb.value());  // same seed, same mask
+    CHECK(ya.value() == yb.value());  // seeded by the same draw: same mask
+    CHECK(c(x).value() != ya.value());  // the next draw: another stream
     std::size_t dropped = 0;
     for (double v : ya.value()) dropped += v == 0;
     CHECK(dropped > 240);  // Binomial(1000, 0.3): sd ≈ 14.5
     CHECK(dropped < 360);
-    CHECK_THROWS_AS(nn::Dropout(1.5), value_error);
+    CHECK_THROWS_AS(nn::Dropout(1.5, 1), value_error);
 }
 
 TEST_CASE("nn::PositionalEncoding: sinusoid table values, added to (B, T, d), dropout in training") {
-    nn::PositionalEncoding<double> pe(4, 0.0, 10);
+    nn::PositionalEncoding<double> pe({.d_model = 4, .dropout = 0.0, .batch_first = true, .max_len = 10}, 1);
     REQUIRE(pe.table.shape() == std::array<std::size_t, 2>{10, 4});
     // P[pos, 2i] = sin(pos / 10000^(2i/4)), P[pos, 2i+1] = cos(same); 10000^(2/4) = 100
     CHECK(pe.table(0, 0) == 0);
@@ -177,20 +178,20 @@ TEST_CASE("nn::PositionalEncoding: sinusoid table values, added to (B, T, d), dr
     CHECK(y.value()(1, 2, 0) == doctest::Approx(std::sin(2.0)));  // same table for every batch row
     CHECK(y.value()(1, 2, 1) == doctest::Approx(5 + std::cos(2.0)));
 
-    nn::PositionalEncoding<double> odd(3, 0.0, 4);  // odd d: the last column is a sine
+    nn::PositionalEncoding<double> odd({.d_model = 3, .dropout = 0.0, .max_len = 4}, 1);  // odd d: the last column is a sine
     CHECK(odd.table(2, 2) == doctest::Approx(std::sin(2 / std::pow(10000.0, 2.0 / 3))).epsilon(1e-15));
 
-    nn::PositionalEncoding<double> dropping(4, 0.5, 10, 3);
+    nn::PositionalEncoding<double> dropping({.d_model = 4, .dropout = 0.5, .batch_first = true, .max_len = 10}, 3);
     auto yd = dropping(constant(xv));
     std::size_t zeros = 0;
     for (double v : yd.value()) zeros += v == 0;
     CHECK(zeros > 3);  // ~half of 24 (table(0, 0) = 0 already)
-    eval(dropping);
+    set_training(dropping, false);
     CHECK(dropping(constant(xv)).value() == pe(constant(xv)).value());
 
     CHECK_THROWS_AS(pe(constant(xt::xtensor<double, 3>::from_shape({1, 11, 4}))), shape_error);  // T > max_len
     CHECK_THROWS_AS(pe(constant(xt::xtensor<double, 3>::from_shape({1, 2, 5}))), shape_error);   // d differs
-    CHECK_THROWS_AS(nn::PositionalEncoding<double>(0, 0.1), value_error);
+    CHECK_THROWS_AS(nn::PositionalEncoding<double>({.d_model = 0}, 1), value_error);
 }
 
 }  // namespace test_nn_layers

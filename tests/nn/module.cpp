@@ -1,5 +1,5 @@
 // Module reflection (nn/module.hpp): dotted names through nested modules and vectors, absent
-// parameters skipped, parameter_count, zero_grad, train/eval reaching nested submodules.
+// parameters skipped, parameter_count, zero_grad, set_training reaching nested submodules.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct Net {
 
     Net(Generator& gen) {
         embed = nn::Embedding<T>(7, 4, gen);
-        pos = nn::PositionalEncoding<T>(4, 0.1, 16, 2);
+        pos = nn::PositionalEncoding<T>({.d_model = 4, .dropout = 0.1, .batch_first = true, .max_len = 16}, 2);
         for (int i = 0; i < 2; ++i) {
             Block<T> b;
             b.norm = nn::LayerNorm<T>(4, 1e-5, i == 0);  // the second block's norm has no affine
@@ -79,7 +79,7 @@ TEST_CASE("named_parameters: PyTorch dotted names, nested modules and vectors, a
     CHECK(names_of(named_parameters<double>(lin)) == std::vector<std::string>{"weight", "bias"});
     nn::Linear<double> nobias(3, 2, gen, false);
     CHECK(names_of(named_parameters<double>(nobias)) == std::vector<std::string>{"weight"});
-    nn::PositionalEncoding<double> pe(4, 0.1);
+    nn::PositionalEncoding<double> pe({.d_model = 4}, 1);
     CHECK(named_parameters<double>(pe).empty());
 }
 
@@ -89,13 +89,13 @@ TEST_CASE("parameter_count sums every present parameter") {
     // embed 7·4, norm 4 + 4, proj0 16, proj1 16 + 4, head 8 + 2, gains 2 + 1, scale 1
     CHECK(parameter_count(net) == 28 + 8 + 16 + 20 + 10 + 3 + 1);
     CHECK(parameter_count(nn::LayerNorm<double>(5)) == 10);
-    CHECK(parameter_count(nn::Dropout(0.5)) == 0);
+    CHECK(parameter_count(nn::Dropout(0.5, 1)) == 0);
 }
 
 TEST_CASE("zero_grad: a backward fills the reached parameters' grads, zero_grad forgets them all") {
     Generator gen(3);
     Net<double> net(gen);
-    eval(net);  // deterministic forward
+    set_training(net, false);  // deterministic forward
     backward(sum(net(xt::xtensor<std::int64_t, 2>{{1, 2, 3}, {0, 6, 1}})));
     const auto params = named_parameters<double>(net);
     for (const auto& p : params) {
@@ -115,7 +115,7 @@ TEST_CASE("zero_grad: a backward fills the reached parameters' grads, zero_grad 
     tape().clear();
 }
 
-TEST_CASE("train/eval flip `training` in the module and every nested Dropout") {
+TEST_CASE("set_training flips `training` in the module and every nested Dropout") {
     Generator gen(4);
     Net<double> net(gen);
     auto all_training = [&](bool want) {
@@ -124,11 +124,11 @@ TEST_CASE("train/eval flip `training` in the module and every nested Dropout") {
         for (const auto& b : net.layers) CHECK(b.drop.training == want);
     };
     all_training(true);
-    eval(net);
+    set_training(net, false);
     all_training(false);
-    train(net);
+    set_training(net, true);
     all_training(true);
-    train(net, false);
+    set_training(net, false);
     all_training(false);
     // in eval mode the forward is deterministic
     const xt::xtensor<std::int64_t, 2> tokens{{1, 2}};

@@ -23,19 +23,20 @@ xt::xtensor<double, 1> flatten_parameters(const M& m) {
     return xt::adapt(flat, std::array<std::size_t, 1>{flat.size()});
 }
 
-// A copy of m whose parameters are reshaped slices of `flat` (for_each_parameter order), so
-// gradients flow from the module's outputs into `flat`.
+// A copy of m whose parameters are reshaped slices of `flat` (for_each_parameter order; a tied
+// tensor is one slice under all its names), so gradients flow from the module's outputs into `flat`.
 template <class M>
 M with_flat_parameters(const M& m, const Var<double, 1>& flat) {
     M copy = m;
     long offset = 0;
-    for_each_parameter(copy, [&](const std::string&, auto& p) {
+    detail::replace_parameters(copy, [&](const auto& p) {
         constexpr std::size_t R = std::remove_cvref_t<decltype(p)>::rank;
         std::array<long, R> shape;
         for (std::size_t k = 0; k < R; ++k) shape[k] = long(p.shape(k));
         const long n = long(p.size());
-        p = reshape<R>(slice(flat, 0, offset, offset + n), shape);
+        const auto sliced = reshape<R>(slice(flat, 0, offset, offset + n), shape);
         offset += n;
+        return sliced;
     });
     return copy;
 }

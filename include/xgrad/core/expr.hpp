@@ -211,6 +211,15 @@ Var<typename E::value_type, E::rank> eval(const E& e) {
     }
 }
 
+// eval has one meaning: materializing an expression. A model is switched to evaluation by
+// set_training(model, false) (nn/module.hpp).
+template <class X>
+    requires(!Expression<X>)
+void eval(const X&) {
+    static_assert(!sizeof(X*), "xgrad: eval(x) materializes an expression; to switch a model to evaluation mode "
+                               "use set_training(model, false)");
+}
+
 template <Real T, std::size_t N>
 template <Expression E>
     requires(!std::same_as<std::remove_cvref_t<E>, Var<T, N>>)

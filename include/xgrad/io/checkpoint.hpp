@@ -9,8 +9,10 @@
 //   train_state/rng/<name>                  int64 (n,) a Generator's state() (the words' bits)
 //   train_state/config/<key>                int64 ()   what the run was made with (sizes, flags)
 //
-//   io::save_checkpoint("ckpt.npz", model, adam, step, {{"data", &data_gen}}, {{"heads", 4}});
-//   step = io::load_checkpoint("ckpt.npz", model, adam, {{"data", &data_gen}});
+//   auto gens = named_generators(model, "model.");   // "model.layers.0.dropout.generator", ...
+//   gens.emplace_back("data", &data_gen);
+//   io::save_checkpoint("ckpt.npz", model, adam, step, gens, {{"heads", 4}});
+//   step = io::load_checkpoint("ckpt.npz", model, adam, gens);
 //   auto config = io::read_checkpoint_config("ckpt.npz");   // {{"heads", 4}}: build the model first
 //
 // load_state_dict and numpy see the parameters (the train_state/ entries are skipped there).
@@ -37,8 +39,9 @@
 
 namespace xgrad::io {
 
-// The generators a checkpoint saves and restores, by name.
-using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+// The generators a checkpoint saves and restores, by name: a model's own from named_generators(model)
+// (nn/module.hpp: every Dropout's and attention's), plus any the loop keeps (the data's).
+using xgrad::NamedGenerators;
 // Integers describing the run (model sizes, flags as 0/1), saved so that a tool can rebuild the model.
 using CheckpointConfig = std::map<std::string, std::int64_t>;
 

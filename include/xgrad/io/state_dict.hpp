@@ -1,8 +1,13 @@
 // State dicts: a module's parameters by PyTorch dotted name, saved to and loaded from .npz.
 //
-//   io::save_state_dict(model, "ckpt.npz");
-//   io::load_state_dict(model, "ckpt.npz");                         // exact names, shapes, dtypes
+//   io::save_state_dict(model, "ckpt.npz");                          // every name, tied ones too
+//   io::load_state_dict(model, "ckpt.npz");                          // strict: exact names, shapes, dtypes
 //   io::load_state_dict(model, "ckpt.npz", {.convert_dtype = true}); // float32 file into a double model
+//   io::load_state_dict(encoder, "detr.npz", {.strict = false, .prefix = "transformer.encoder."});
+//   auto r = io::load_state_dict(model, "ckpt.npz", {.strict = false});  // r.missing_keys, r.unexpected_keys
+//
+// A tied tensor (two names, one tensor: nn/module.hpp) is loaded once; a file that gives its names
+// different values is refused, naming both. Shape and dtype mismatches are errors in every mode.
 #pragma once
 #include <algorithm>
 #include <filesystem>
@@ -16,12 +21,13 @@
 
 namespace xgrad::io {
 
-// Copies of every parameter of m, keyed by dotted name ("out_proj.weight").
+// Copies of every parameter of m, keyed by dotted name ("out_proj.weight"); a tied tensor under
+// each of its names, as PyTorch's state_dict().
 template <class M>
     requires Module<M>
 std::map<std::string, NpyArray> state_dict(const M& m) {
     std::map<std::string, NpyArray> out;
-    for_each_parameter(m, [&](const std::string& name, const auto& var) {
+    for_each_parameter_name(m, [&](const std::string& name, const auto& var) {
         auto a = NpyArray::from(var.value());
         a.source = name;
         out.emplace(name, std::move(a));
@@ -42,66 +48,108 @@ inline bool is_train_state_key(const std::string& key) { return key.starts_with(
 
 struct LoadStateDictOptions {
     bool convert_dtype = false;  // accept float32 arrays for double parameters and vice versa
+    // false: a parameter the file lacks keeps its value and a key the model lacks is ignored; both
+    // are returned (LoadResult). Shape and dtype mismatches are errors either way.
+    bool strict = true;
+    // Load only the keys starting with it, with it removed: "transformer." loads a DETR checkpoint's
+    // transformer.* into a Transformer model; other keys are neither loaded nor unexpected.
+    std::string prefix = "";
 };
 
-// Checks that `arrays` fits m: every parameter present with its exact shape and dtype and no key
-// left over; otherwise one io_error (prefixed by `source`) lists every missing key, unexpected key
-// and mismatch.
+// What a load left out (PyTorch's missing_keys / unexpected_keys); both empty after a strict load.
+struct LoadResult {
+    std::vector<std::string> missing_keys, unexpected_keys;
+};
+
+namespace detail {
+inline std::string join_names(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+// The entries under `prefix`, with it removed (all of them when it is empty).
+inline std::map<std::string, NpyArray> under_prefix(const std::map<std::string, NpyArray>& arrays,
+                                                    const std::string& prefix) {
+    if (prefix.empty()) return arrays;
+    std::map<std::string, NpyArray> out;
+    for (const auto& [key, a] : arrays)
+        if (key.starts_with(prefix) && key.size() > prefix.size()) out.emplace(key.substr(prefix.size()), a);
+    return out;
+}
+}  // namespace detail
+
+// Checks that `arrays` (under opts.prefix) fits m: every name's shape and dtype, the values of tied
+// names equal, and when strict no name missing and no key left over. On a problem, one io_error
+// (prefixed by `source`) lists them all; otherwise returns the missing and unexpected names.
 template <class M>
     requires Module<M>
-void check_state_dict(const M& m, const std::map<std::string, NpyArray>& arrays, LoadStateDictOptions opts = {},
-                      const std::string& source = "state dict") {
-    std::vector<std::string> missing, mismatched, seen;
-    for_each_parameter(m, [&](const std::string& name, const auto& var) {
+LoadResult check_state_dict(const M& m, const std::map<std::string, NpyArray>& all_arrays,
+                            const LoadStateDictOptions& opts = {}, const std::string& source = "state dict") {
+    const auto arrays = detail::under_prefix(all_arrays, opts.prefix);
+    LoadResult result;
+    std::vector<std::string> mismatched, seen;
+    std::vector<std::pair<const Node*, std::string>> first_name;  // tensor -> its first name in the file
+    for_each_parameter_name(m, [&](const std::string& name, const auto& var) {
         using T = typename std::remove_cvref_t<decltype(var)>::value_type;
         const auto it = arrays.find(name);
-        if (it == arrays.end()) return missing.push_back(name);
+        if (it == arrays.end()) return result.missing_keys.push_back(name);
         seen.push_back(name);
         const NpyArray& a = it->second;
         const bool same_shape = std::equal(a.shape.begin(), a.shape.end(), var.shape().begin(), var.shape().end());
         if (!same_shape)
-            mismatched.push_back(name + " has shape " + shape_str(a.shape) + ", the model expects " +
-                                 shape_str(var.shape()));
-        else if (a.dtype != dtype_of<T>() && !(opts.convert_dtype && a.is_float()))
-            mismatched.push_back(name + " has dtype " + std::string(dtype_name(a.dtype)) + ", the model expects " +
-                                 dtype_name(dtype_of<T>()) + (a.is_float() ? " (set convert_dtype to convert)" : ""));
+            return mismatched.push_back(name + " has shape " + shape_str(a.shape) + ", the model expects " +
+                                        shape_str(var.shape()));
+        if (a.dtype != dtype_of<T>() && !(opts.convert_dtype && a.is_float()))
+            return mismatched.push_back(name + " has dtype " + std::string(dtype_name(a.dtype)) +
+                                        ", the model expects " + dtype_name(dtype_of<T>()) +
+                                        (a.is_float() ? " (set convert_dtype to convert)" : ""));
+        const auto tied = std::find_if(first_name.begin(), first_name.end(), [&](const auto& e) { return e.first == var.node(); });
+        if (tied == first_name.end()) return void(first_name.emplace_back(var.node(), name));
+        std::vector<T> mine(var.size()), theirs(var.size());  // compared as the model would hold them
+        a.template copy_to<T>(mine.data(), opts.convert_dtype);
+        arrays.at(tied->second).template copy_to<T>(theirs.data(), opts.convert_dtype);
+        if (mine != theirs)
+            mismatched.push_back(tied->second + " and " + name +
+                                 " are one tensor in the model (tied) but have different values in the file"
+                                 " (a copied module? nn::clone / nn::clones make independent ones)");
     });
-    std::vector<std::string> unexpected;
     for (const auto& [key, a] : arrays)
-        if (std::find(seen.begin(), seen.end(), key) == seen.end()) unexpected.push_back(key);
-    if (missing.empty() && unexpected.empty() && mismatched.empty()) return;
-    auto join = [](const std::vector<std::string>& v) {
-        std::string s;
-        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-        return s;
-    };
-    std::string msg = source + ": cannot load the state dict:";
-    if (!missing.empty()) msg += " missing keys: " + join(missing) + ";";
-    if (!unexpected.empty()) msg += " unexpected keys: " + join(unexpected) + ";";
-    if (!mismatched.empty()) msg += " " + join(mismatched) + ";";
+        if (std::find(seen.begin(), seen.end(), key) == seen.end()) result.unexpected_keys.push_back(key);
+    const bool strict_problem = opts.strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
+    if (!strict_problem && mismatched.empty()) return result;
+    std::string msg = source + ": cannot load the state dict" + (opts.prefix.empty() ? "" : " under " + opts.prefix) + ":";
+    if (opts.strict && !result.missing_keys.empty()) msg += " missing keys: " + detail::join_names(result.missing_keys) + ";";
+    if (opts.strict && !result.unexpected_keys.empty())
+        msg += " unexpected keys: " + detail::join_names(result.unexpected_keys) + ";";
+    if (!mismatched.empty()) msg += " " + detail::join_names(mismatched) + ";";
     msg.pop_back();
     throw io_error(msg);
 }
 
-// Copies every parameter of m from `arrays` in place (storage is kept, so optimizers stay valid)
-// after check_state_dict: on any problem m is unchanged.
+// Copies every parameter of m found in `arrays` in place (storage is kept, so optimizers stay
+// valid) after check_state_dict: on any problem m is unchanged.
 template <class M>
     requires Module<M>
-void load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, LoadStateDictOptions opts = {},
-                     const std::string& source = "state dict") {
-    check_state_dict(m, arrays, opts, source);
-    for_each_parameter(m, [&](const std::string& name, auto& var) {
+LoadResult load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, const LoadStateDictOptions& opts = {},
+                           const std::string& source = "state dict") {
+    LoadResult result = check_state_dict(m, arrays, opts, source);
+    std::vector<const Node*> loaded;  // a tied tensor: from the first of its names the file has
+    for_each_parameter_name(m, [&](const std::string& name, auto& var) {
         using T = typename std::remove_cvref_t<decltype(var)>::value_type;
-        arrays.at(name).copy_to<T>(var.value().data(), opts.convert_dtype);
+        const auto it = arrays.find(opts.prefix + name);
+        if (it == arrays.end() || std::find(loaded.begin(), loaded.end(), var.node()) != loaded.end()) return;
+        it->second.template copy_to<T>(var.value().data(), opts.convert_dtype);
+        loaded.push_back(var.node());
     });
+    return result;
 }
 
 template <class M>
     requires Module<M>
-void load_state_dict(M& m, const std::filesystem::path& path, LoadStateDictOptions opts = {}) {
+LoadResult load_state_dict(M& m, const std::filesystem::path& path, const LoadStateDictOptions& opts = {}) {
     auto arrays = read_npz(path);
     std::erase_if(arrays, [](const auto& entry) { return is_train_state_key(entry.first); });
-    load_state_dict(m, arrays, opts, path.string());
+    return load_state_dict(m, arrays, opts, path.string());
 }
 
 }  // namespace xgrad::io

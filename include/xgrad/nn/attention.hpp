@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -77,10 +78,12 @@ struct MultiheadAttention {
         (Var<T, 1>, in_proj_bias),    // (3E) when bias
         (Var<T, 3>, bias_k),          // (1, 1, E) when add_bias_kv
         (Var<T, 3>, bias_v),
-        (Linear<T>, out_proj));       // out_proj.weight (E, E), out_proj.bias (E) when bias
+        (Linear<T>, out_proj),        // out_proj.weight (E, E), out_proj.bias (E) when bias
+        // attention dropout's masks, while training && dropout > 0: seeded by one draw from the
+        // construction generator (a plain copy shares it; nn::clone makes a new one)
+        (std::shared_ptr<Generator>, dropout_generator));
     MultiheadAttentionOptions options;
     bool training = true;
-    Generator* dropout_generator = nullptr;  // used when training && dropout > 0
 
     MultiheadAttention() = default;
 
@@ -121,6 +124,7 @@ struct MultiheadAttention {
             init::xavier_normal_(bias_k, init_gen);
             init::xavier_normal_(bias_v, init_gen);
         }
+        dropout_generator = std::make_shared<Generator>(init_gen.engine()());
     }
 
     std::size_t embed_dim() const { return options.embed_dim; }
@@ -132,6 +136,15 @@ struct MultiheadAttention {
     template <std::size_t N>
     MhaOutput<T, N> forward(const Var<T, N>& query, const Var<T, N>& key, const Var<T, N>& value,
                             const MhaForwardOptions<T>& opts = {}) const;
+    // query, key and value may be expressions (x + pos): each is materialized into one node, once
+    // when the same object is passed twice; anything else is one readable error (nn/module.hpp).
+    template <class Q, class K, class V>
+    auto forward(const Q& query, const K& key, const V& value, const MhaForwardOptions<T>& opts = {}) const {
+        const auto q = xgrad::detail::module_input<T>(query);
+        const auto k = xgrad::detail::module_input_reusing<T>(key, query, q);
+        const auto v = xgrad::detail::module_input_reusing<T>(value, key, k, query, q);
+        return forward(q, k, v, opts);
+    }
 
 private:
     template <std::size_t N>
@@ -247,7 +260,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const double p = training ? options.dropout : 0.0;
     if (p > 0 && !dropout_generator)
         throw value_error("MultiheadAttention: dropout " + std::to_string(p) +
-                          " while training needs dropout_generator (or eval())");
+                          " while training, but the module has no dropout_generator");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
     // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
     // The path: nn/attention/paths.hpp.
@@ -261,7 +274,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         context = detail::fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
         break;
     case AttentionPath::reference: {
-        const auto [ctx, w] = detail::reference_heads_attention(q, k, v, scale, fill_masks, p, dropout_generator, batch_first);
+        const auto [ctx, w] = detail::reference_heads_attention(q, k, v, scale, fill_masks, p, dropout_generator.get(), batch_first);
         context = ctx, weights = w;
         break;
     }

@@ -1,6 +1,7 @@
 // nn layers besides Linear: Embedding, LayerNorm, Dropout, PositionalEncoding (PyTorch semantics
 // and initialization). Each is a Hana-reflected module (see nn/module.hpp).
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,12 @@ struct Embedding {
     Var<T, M + 1> operator()(const xt::xtensor<std::int64_t, M>& indices) const {
         return embedding(weight, indices, padding_idx);
     }
+    template <class X>
+    Var<T, 3> operator()(const X&) const {
+        static_assert(xgrad::detail::always_false<X>,
+                      "xgrad: Embedding takes integer indices, an xt::xtensor<std::int64_t, M>; this argument is not one");
+        return {};
+    }
     std::size_t num_embeddings() const { return weight.shape(0); }
     std::size_t embedding_dim() const { return weight.shape(1); }
 };
@@ -67,25 +74,34 @@ struct LayerNorm {
     Var<T, N> operator()(const Var<T, N>& x) const {
         return weight ? layer_norm(x, weight, bias, eps) : layer_norm(x, eps);
     }
+    template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
+    auto operator()(const X& x) const {
+        return (*this)(xgrad::detail::module_input<T>(x));
+    }
 };
 
-// nn.Dropout: zeros elements with probability p while `training` (train()/eval() flip it).
-// Draws from its own Generator (seeded) or from a shared one the caller keeps alive.
+// nn.Dropout: zeros elements with probability p while `training` (set_training flips it).
+// Draws from its own generator, made at construction: from a seed, or seeded by one draw from a
+// generator (modules built from one generator get distinct streams, reproducible from its seed).
+// A plain copy shares the generator (it is the same layer); nn::clone makes a new one.
 struct Dropout {
-    BOOST_HANA_DEFINE_STRUCT(Dropout);
+    BOOST_HANA_DEFINE_STRUCT(Dropout, (std::shared_ptr<Generator>, generator));
     double p = 0.5;
     bool training = true;
-    std::shared_ptr<Generator> gen = std::make_shared<Generator>();
 
-    Dropout() = default;
-    explicit Dropout(double p_, std::uint64_t seed = Generator::default_seed)
-        : p(check(p_)), gen(std::make_shared<Generator>(seed)) {}
-    // Shares `shared` (not owned: it must outlive this module and its copies).
-    Dropout(double p_, Generator& shared) : p(check(p_)), gen(std::shared_ptr<Generator>(), &shared) {}
+    Dropout() : generator(std::make_shared<Generator>()) {}
+    Dropout(double p_, std::uint64_t seed) : generator(std::make_shared<Generator>(seed)), p(check(p_)) {}
+    Dropout(double p_, Generator& seed_source)
+        : generator(std::make_shared<Generator>(seed_source.engine()())), p(check(p_)) {}
 
     template <Real T, std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
-        return dropout(x, p, training, *gen);
+        if (!generator) throw value_error("Dropout: the module has no generator");
+        return dropout(x, p, training, *generator);
+    }
+    template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
+    auto operator()(const X& x) const {
+        return (*this)(xgrad::detail::module_input<void>(x));
     }
 
 private:
@@ -95,45 +111,69 @@ private:
     }
 };
 
+// The construction options of nn::PositionalEncoding. The layout is explicit, as in
+// MultiheadAttention: (T, N, d) by default, (N, T, d) when batch_first; (T, d) unbatched.
+struct PositionalEncodingOptions {
+    std::size_t d_model = 0;
+    double dropout = 0.1;
+    bool batch_first = false;
+    std::size_t max_len = 1000;
+};
+
 // Sinusoidal positional encoding ("Attention Is All You Need", d2l): a constant table
 //   P[pos, 2i] = sin(pos / 10000^(2i/d)),  P[pos, 2i+1] = cos(pos / 10000^(2i/d))
-// added to x (..., T, d) for T <= max_len, followed by dropout. It has no parameters.
+// added to x along its sequence axis (T <= max_len), followed by dropout. It has no parameters.
 template <Real T>
 struct PositionalEncoding {
     BOOST_HANA_DEFINE_STRUCT(PositionalEncoding, (Dropout, dropout));
+    PositionalEncodingOptions options;
     xt::xtensor<T, 2> table;  // (max_len, d)
 
     PositionalEncoding() = default;
-    PositionalEncoding(std::size_t d_model, double dropout_p, std::size_t max_len = 1000,
-                       std::uint64_t seed = Generator::default_seed)
-        : dropout(dropout_p, seed) {
-        fill(d_model, max_len);
+    // The dropout's generator: seeded by `seed`, or by one draw from `seed_source`.
+    PositionalEncoding(const PositionalEncodingOptions& o, std::uint64_t seed) : dropout(o.dropout, seed), options(o) {
+        fill();
     }
-    PositionalEncoding(std::size_t d_model, double dropout_p, Generator& gen, std::size_t max_len = 1000)
-        : dropout(dropout_p, gen) {
-        fill(d_model, max_len);
+    PositionalEncoding(const PositionalEncodingOptions& o, Generator& seed_source)
+        : dropout(o.dropout, seed_source), options(o) {
+        fill();
     }
 
-    // x (..., T, d) -> dropout(x + P[:T]) with the same shape
+    // x (T, N, d) / (N, T, d) if batch_first / (T, d) -> dropout(x + P[:T]) with the same shape
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
-        static_assert(N >= 2, "xgrad: PositionalEncoding needs an input of rank >= 2 (..., T, d)");
+        static_assert(N == 2 || N == 3,
+                      "xgrad: PositionalEncoding takes a batched (rank 3) or unbatched (rank 2) input, like MultiheadAttention");
         if (table.size() == 0)
-            throw value_error("PositionalEncoding: the module has no table (construct it with d_model and max_len)");
+            throw value_error("PositionalEncoding: the module has no table (construct it with options)");
         xgrad::detail::require_var(x, "PositionalEncoding", "x");
-        const std::size_t steps = x.shape(N - 2), d = x.shape(N - 1);
+        const std::size_t seq_axis = N == 3 && options.batch_first ? 1 : 0;
+        const std::size_t steps = x.shape(seq_axis), d = x.shape(N - 1);
         if (d != table.shape(1) || steps > table.shape(0))
-            throw shape_error("PositionalEncoding: x " + shape_str(x.shape()) + " must be (..., T, " +
-                              std::to_string(table.shape(1)) + ") with T <= max_len " +
+            throw shape_error("PositionalEncoding: x " + shape_str(x.shape()) + " must be " +
+                              (N == 2 ? "(T, d)" : options.batch_first ? "(N, T, d) (batch_first)" : "(T, N, d)") +
+                              " with d = " + std::to_string(table.shape(1)) + " and T <= max_len " +
                               std::to_string(table.shape(0)));
-        xt::xtensor<T, 2> rows = xt::xtensor<T, 2>::from_shape({steps, d});
-        std::copy(table.data(), table.data() + steps * d, rows.data());
-        Var<T, N> y = x + constant(std::move(rows));
-        return dropout(y);
+        // (T, d) rows, broadcast over N: as (T, d) against (N, T, d), as (T, 1, d) against (T, N, d)
+        if constexpr (N == 3)
+            if (!options.batch_first) return dropout(x + constant(rows<3>(steps, {steps, 1, d})));
+        return dropout(x + constant(rows<2>(steps, {steps, d})));
+    }
+    template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
+    auto operator()(const X& x) const {
+        return (*this)(xgrad::detail::module_input<T>(x));
     }
 
 private:
-    void fill(std::size_t d, std::size_t max_len) {
+    // The table's first `steps` rows, shaped `shape`.
+    template <std::size_t R>
+    xt::xtensor<T, R> rows(std::size_t steps, const std::array<std::size_t, R>& shape) const {
+        auto out = xt::xtensor<T, R>::from_shape(shape);
+        std::copy(table.data(), table.data() + steps * table.shape(1), out.data());
+        return out;
+    }
+    void fill() {
+        const std::size_t d = options.d_model, max_len = options.max_len;
         if (d == 0 || max_len == 0)
             throw value_error("PositionalEncoding: d_model and max_len must be positive, got " + std::to_string(d) +
                               " and " + std::to_string(max_len));

@@ -23,6 +23,10 @@ struct Linear {
         xgrad::detail::require_var(weight, "Linear", "weight");  // a default-constructed module
         return bias ? linear(x, weight, bias) : linear(x, weight);
     }
+    template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
+    auto operator()(const X& x) const {
+        return (*this)(xgrad::detail::module_input<T>(x));
+    }
     std::size_t in_features() const { return weight.shape(1); }
     std::size_t out_features() const { return weight.shape(0); }
 };

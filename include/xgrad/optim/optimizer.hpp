@@ -4,8 +4,10 @@
 // Per-parameter state is keyed by the parameter's dotted name, so it can be checkpointed.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -22,7 +24,8 @@ namespace xgrad::optim {
 template <Real T>
 class Optimizer {
 public:
-    // Checks the names and the tensors are unique; `name` is the optimizer's, for errors.
+    // Checks the names and the tensors are unique (named_parameters(model) gives a tied tensor once);
+    // `name` is the optimizer's, for errors.
     explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name);
     virtual ~Optimizer() = default;
 
@@ -43,6 +46,8 @@ protected:
 
 template <Real T>
 Optimizer<T>::Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
+    if (params_.empty())  // as torch: a model whose walk finds nothing would train nothing, silently
+        throw value_error(std::string(name) + ": no parameters to optimize (an empty list, or a model without any)");
     std::set<std::string> names;
     std::set<const Node*> nodes;
     for (const auto& p : params_) {
@@ -108,6 +113,10 @@ struct real_of<Var<T, N>> {
 };
 template <class X, class A>
 struct real_of<std::vector<X, A>> : real_of<X> {};
+template <class X, std::size_t N>
+struct real_of<std::array<X, N>> : real_of<X> {};
+template <class X>
+struct real_of<std::optional<X>> : real_of<X> {};
 template <class Tuple>
 struct first_real_member;
 template <class... Xs>
