@@ -5,12 +5,13 @@
 # With --baseline, a second binary (say, a build of the code before a change) runs in the same
 # rounds (baseline 1, baseline 2, xgrad 1, xgrad 2, ...) and gets its own columns.
 #   bench/threads.sh [--xgrad build/src/xgrad] [--baseline OTHER_XGRAD] [--rounds 5]
-#                    [--configs "tiny small detr stack"]
-# stack is a 6-block Transformer-shaped model at d_model 64 (`xgrad bench --layers 6`). Timings
+#                    [--configs "tiny small detr transformer"]
+# transformer is a 3+3-layer encoder-decoder at d_model 64 (`xgrad bench --model transformer`, the
+# workload of the libtorch_transformer peer, dropout 0.1). Timings
 # are comparable only on an idle machine: the load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-xgrad=build/src/xgrad baseline="" rounds=5 configs="tiny small detr stack"
+xgrad=build/src/xgrad baseline="" rounds=5 configs="tiny small detr transformer"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --xgrad) xgrad=$2 ;;
@@ -25,9 +26,11 @@ for bin in "$xgrad" ${baseline:+"$baseline"}; do
     [[ -x $bin ]] || { echo "bench/threads.sh: no executable $bin (meson compile -C build src/xgrad)" >&2; exit 2; }
 done
 
-# name: B L E H layers steps
-declare -A shape=([tiny]="2 6 100 5 0 400" [small]="8 32 64 4 0 200" [detr]="8 64 256 8 0 40"
-                  [stack]="4 50 64 8 6 40")
+# name: the bench arguments (the model, B, L, E, H and the timed steps)
+declare -A shape=([tiny]="--batch 2 --seq 6 --embed 100 --heads 5 --steps 400"
+                  [small]="--batch 8 --seq 32 --embed 64 --heads 4 --steps 200"
+                  [detr]="--batch 8 --seq 64 --embed 256 --heads 8 --steps 40"
+                  [transformer]="--model transformer --batch 4 --seq 50 --embed 64 --heads 8 --ffn 256 --layers 3 --steps 40")
 field() { grep -o "\"$1\":[^,}]*" <<<"$2" | cut -d: -f2 | tr -d '"'; }
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
@@ -35,16 +38,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 if [[ -n $baseline ]]; then
-    echo "| config (B, L, E, H, layers) | baseline 1 thread µs | baseline 2 threads µs | baseline 2 / 1 | 1 thread µs | 2 threads µs | 2 / 1 |"
+    echo "| config | baseline 1 thread µs | baseline 2 threads µs | baseline 2 / 1 | 1 thread µs | 2 threads µs | 2 / 1 |"
     echo "|---|---|---|---|---|---|---|"
 else
-    echo "| config (B, L, E, H, layers) | 1 thread µs | 2 threads µs | 2 / 1 |"
+    echo "| config | 1 thread µs | 2 threads µs | 2 / 1 |"
     echo "|---|---|---|---|"
 fi
 for name in $configs; do
     [[ -n ${shape[$name]:-} ]] || { echo "bench/threads.sh: unknown config $name" >&2; exit 2; }
-    read -r B L E H layers steps <<<"${shape[$name]}"
-    args=(bench --batch "$B" --seq "$L" --embed "$E" --heads "$H" --layers "$layers" --steps "$steps")
+    read -r -a config <<<"${shape[$name]}"
+    args=(bench "${config[@]}")
     declare -A runs=()
     for ((r = 0; r < rounds; ++r)); do
         for bin in ${baseline:+"$baseline"} "$xgrad"; do
@@ -53,7 +56,7 @@ for name in $configs; do
             done
         done
     done
-    row="| $name ($B, $L, $E, $H, $layers) |"
+    row="| $name |"
     for bin in ${baseline:+"$baseline"} "$xgrad"; do
         one=$(tr ' ' '\n' <<<"${runs[$bin.1]}" | grep . | median) two=$(tr ' ' '\n' <<<"${runs[$bin.2]}" | grep . | median)
         row+=" $(printf '%.1f' "$one") | $(printf '%.1f' "$two") | $(ratio "$two" "$one") |"

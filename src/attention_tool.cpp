@@ -1,6 +1,7 @@
 // `xgrad attention`'s driver (attention_tool.hpp): reading and checking the problem, forward +
 // backward or Adam steps, the results written through an io::StagingDir.
 #include "attention_tool.hpp"
+#include "npy_inputs.hpp"
 
 #include <cmath>
 #include <map>
@@ -14,55 +15,6 @@
 
 namespace xgrad::cli {
 namespace {
-
-namespace fs = std::filesystem;
-using io::Dtype, io::NpyArray, io::dtype_name, io::dtype_of, io::read_npy;
-
-// Reads IN/<name>.npy; `required` false returns nullopt when the file does not exist.
-std::optional<NpyArray> read_input(const fs::path& in, const std::string& name, bool required = true) {
-    const fs::path p = in / (name + ".npy");
-    std::error_code ec;
-    if (!required && !fs::exists(p, ec)) return std::nullopt;
-    return read_npy(p);
-}
-
-void expect_shape(const NpyArray& a, const std::vector<std::size_t>& want, const std::string& why) {
-    if (a.shape != want)
-        throw io_error(a.source + ": has shape " + shape_str(a.shape) + ", expected " + shape_str(want) + " " + why);
-}
-
-// Every element finite; masks may hold -inf (ignore) but not NaN or +inf.
-void expect_finite(const NpyArray& a, bool allow_minus_inf = false) {
-    if (const auto bad = a.first_nonfinite(allow_minus_inf))
-        throw io_error(a.source + ": " + *bad + "; inputs must be finite");
-}
-
-template <Real T>
-void expect_dtype(const NpyArray& a, const std::string& run_source) {
-    if (a.dtype != dtype_of<T>())
-        throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + " but " + run_source + " is " +
-                       dtype_name(dtype_of<T>()) + "; all float inputs must have the same dtype");
-}
-
-template <Real T>
-std::optional<AnyMask<T>> read_mask(const fs::path& in, const std::string& name,
-                                              const std::vector<std::vector<std::size_t>>& allowed,
-                                              const std::string& run_source) {
-    auto a = read_input(in, name, false);
-    if (!a) return std::nullopt;
-    bool ok = false;
-    for (const auto& s : allowed) ok = ok || a->shape == s;
-    if (!ok) {
-        std::string want;
-        for (const auto& s : allowed) want += (want.empty() ? "" : " or ") + shape_str(s);
-        throw io_error(a->source + ": has shape " + shape_str(a->shape) + ", expected " + want);
-    }
-    if (a->dtype == Dtype::bool8) return ignore_mask(a->as_xarray<bool>());
-    if (!a->is_float()) throw io_error(a->source + ": a mask must be bool or float, got " + dtype_name(a->dtype));
-    expect_dtype<T>(*a, run_source);
-    expect_finite(*a, true);
-    return additive_mask(a->as_xarray<T>());
-}
 
 template <Real T, std::size_t N>
 AttentionProblem<T, N> load_typed(const fs::path& in, const io::AttentionConfig& cfg, const NpyArray& query_file) {

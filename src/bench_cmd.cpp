@@ -1,12 +1,16 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
-// peer in bench/), or with --layers N a stack of N attention + feed-forward blocks
-// (stack_workload.hpp), and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
+// peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
-// steady step.
+// steady step. `--model encoder_layer | transformer` times a Transformer step instead
+// (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
+// the GEMM rates. Under mpirun each rank runs its even share of --batch of the MultiheadAttention
+// step and the gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global
+// throughput and the time synchronize() took per step (the reduction not hidden behind backward).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,19 +21,23 @@
 
 #include "alloc_count.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "mha_workload.hpp"
-#include "stack_workload.hpp"
+#include "transformer_workload.hpp"
 
 namespace xgrad::cli {
 namespace {
 
 struct BenchOptions {
+    std::string model = "mha";
     bench::MhaConfig config;
+    std::size_t ffn = 2048, layers = 1;
+    double dropout = 0.1;
     std::string dtype = "float32";
     int threads = 1;
     int steps = 50;
     int warmup = 5;
-    int layers = 0;  // 0: the MultiheadAttention workload; N: StackWorkload with N blocks
+    bool overlap = true;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -60,65 +68,109 @@ double blas_gflops(const bench::MhaConfig& c, int threads, int repeats) {
     return 2.0 * double(m) * double(n) * double(k) / median(us) * 1e-3;
 }
 
-template <Real T, class Workload>
-int run(const BenchOptions& o, Workload& workload, double useful_flops) {
-    for (int i = 0; i < o.warmup; ++i) workload.step();
+struct Timing {
+    double median_us = 0, allocs_per_step = 0, loss = 0;
+};
+
+// Warm-up, then the timed steps (`step()` runs one and returns its loss), counting heap
+// allocations; `after_step()` reads per-step counters outside the timing.
+template <class Step, class AfterStep>
+Timing time_steps(const BenchOptions& o, const Step& step, const AfterStep& after_step) {
+    for (int i = 0; i < o.warmup; ++i) step();
     std::vector<double> us;
     us.reserve(std::size_t(o.steps));
     const std::uint64_t allocs_before = heap_allocations();
-    double loss = 0;
+    Timing t;
     for (int i = 0; i < o.steps; ++i) {
         const auto t0 = Clock::now();
-        loss = double(workload.step());
+        t.loss = double(step());
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        after_step();
     }
-    const double allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
-    const double median_us = median(us);
-    const double gflops = useful_flops / median_us * 1e-3;
-    const double blas = blas_gflops<T>(o.config, o.threads, std::max(o.steps, 20));
+    t.allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
+    t.median_us = median(us);
+    return t;
+}
+
+double peak_rss_mb() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
+    return double(usage.ru_maxrss) / 1024.0;
+}
+
+nlohmann::json allocs_json(const Timing& t) {
+    return heap_allocations_counted() ? nlohmann::json(t.allocs_per_step) : nlohmann::json();
+}
+
+template <Real T>
+int run(const BenchOptions& o) {
+    const dist::Context& ctx = process_group();
     const auto& c = o.config;
+    if (o.model != "mha") {
+        if (ctx.world_size() > 1)
+            throw value_error("--model " + o.model + " does not run data-parallel under mpirun (--model mha does)");
+        bench::TransformerWorkload<T> workload({o.model, c.batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
+        const Timing t = time_steps(o, [&] { return workload.step(); }, [] {});
+        const nlohmann::ordered_json line = {
+            {"impl", "xgrad"}, {"model", o.model}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads},
+            {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
+            {"steps", o.steps}, {"median_us", t.median_us}, {"peak_rss_mb", peak_rss_mb()},
+            {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+        fmt::print("{}\n", line.dump());
+        return 0;
+    }
+    bench::MhaConfig mine = c;
+    mine.batch = even_shard(ctx, c.batch, "--batch").size();
+    bench::MhaWorkload<T> workload(mine);
+    dist::DataParallel<T> data_parallel(ctx, workload.module(), {.overlap = o.overlap});
+    const std::function<void()> reduce = [&] { data_parallel.synchronize(); };
+    std::vector<double> reduce_us;
+    reduce_us.reserve(std::size_t(o.steps));
+    const Timing t = time_steps(o, [&] { return workload.step(reduce); },
+                                [&] { reduce_us.push_back(data_parallel.last_sync_seconds() * 1e6); });
+    if (!ctx.is_root()) return 0;
+    const double gflops = bench::useful_flops(c) / t.median_us * 1e-3;
+    const double blas = blas_gflops<T>(c, o.threads, std::max(o.steps, 20));
     const nlohmann::ordered_json line = {
-        {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"layers", o.layers},
-        {"dtype", o.dtype},
-        {"threads", o.threads}, {"steps", o.steps}, {"median_us", median_us}, {"gflops", gflops},
-        {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", double(usage.ru_maxrss) / 1024.0},
-        {"allocs_per_step", heap_allocations_counted() ? nlohmann::json(allocs_per_step) : nlohmann::json()},
-        {"last_loss", loss},
+        {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
+        {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
+        {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
+        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
+        {"world_size", ctx.world_size()}, {"sequences_per_s", double(c.batch) / t.median_us * 1e6},
+        {"reduce_us", ctx.world_size() > 1 ? nlohmann::json(median(reduce_us)) : nlohmann::json(0)},
+        {"buckets", data_parallel.bucket_count()},
+        {"buckets_started_in_backward", data_parallel.buckets_started_in_backward()},
         // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
         {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
     return 0;
 }
 
-template <Real T>
-int run(const BenchOptions& o) {
-    if (o.layers > 0) {
-        bench::StackWorkload<T> stack(o.config, std::size_t(o.layers));
-        return run<T>(o, stack, bench::stack_useful_flops(o.config, std::size_t(o.layers)));
-    }
-    bench::MhaWorkload<T> workload(o.config);
-    return run<T>(o, workload, bench::useful_flops(o.config));
-}
-
 }  // namespace
 
 void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
+    cmd.add_option("--model", o.model, "mha (one MultiheadAttention step), encoder_layer or transformer")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
+    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer)")->check(between(1, 1 << 20));
+    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer)")->check(between(1, 64));
+    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer)")->check(between(0, 1));
     cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
-    cmd.add_option("--layers", o.layers,
-                   "0: one MultiheadAttention; N: N blocks of self-attention + feed-forward (4E), post-norm")
-        ->check(between(0, 1000));
+    cmd.add_flag("--overlap,!--no-overlap", o.overlap,
+                 "under mpirun: start reducing gradients during backward (default on)");
+    data_parallel_commands().insert(&cmd);
     cmd.callback([] {
         selected_action() = [] {
+            if (o.model != "mha" && o.config.embed % o.config.heads != 0)
+                throw value_error("--heads " + std::to_string(o.config.heads) + " must divide --embed " +
+                                  std::to_string(o.config.embed));
             set_num_threads(std::size_t(o.threads));
             return o.dtype == "float64" ? run<double>(o) : run<float>(o);
         };

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "attention_tool.hpp"
+#include "transformer_tool.hpp"
 #include "xgrad/core/inspect.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/npy.hpp"
@@ -54,22 +55,9 @@ void dump_graph(const TapeGraph& g, const io::StagingDir& stage) {
     }
 }
 
-template <Real T, std::size_t N>
-void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectOptions& opt) {
-    Tape tape;
-    TapeScope on(tape);
-    const bool self_attention = p.key == p.query && p.value == p.query;
-    const auto query = named(parameter(p.query), self_attention ? "x" : "query");
-    const auto key = self_attention ? query : named(parameter(p.key), "key");
-    const auto value = self_attention ? query : named(parameter(p.value), "value");
-    for_each_parameter(p.mha, [](const std::string& name, const auto& var) { named(var, name); });
-    const auto r = p.mha.forward(query, key, value, p.forward_options);
-    backward(r.output, p.grad_output);
-
-    const auto& o = p.mha.options;
-    os << "MultiheadAttention embed_dim=" << o.embed_dim << " num_heads=" << o.num_heads << ", "
-       << (self_attention ? "self-attention on x " : "query ") << shape_str(p.query.shape()) << " "
-       << (std::is_same_v<T, double> ? "float64" : "float32") << "; backward from output with grad_output.npy\n\n";
+// Prints the header and the tape's forward and backward listings; writes the dot file and the dump.
+void print_tape(const Tape& tape, const std::string& header, std::ostream& os, const InspectOptions& opt) {
+    os << header << "\n\n";
     const TapeGraph g(tape);
     print_forward(os, g);
     os << '\n';
@@ -87,14 +75,45 @@ void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectO
     if (stage) stage->commit();
 }
 
+template <Real T, std::size_t N>
+void inspect_problem(AttentionProblem<T, N>& p, std::ostream& os, const InspectOptions& opt) {
+    Tape tape;
+    TapeScope on(tape);
+    const bool self_attention = p.key == p.query && p.value == p.query;
+    const auto query = named(parameter(p.query), self_attention ? "x" : "query");
+    const auto key = self_attention ? query : named(parameter(p.key), "key");
+    const auto value = self_attention ? query : named(parameter(p.value), "value");
+    for_each_parameter(p.mha, [](const std::string& name, const auto& var) { named(var, name); });
+    const auto r = p.mha.forward(query, key, value, p.forward_options);
+    backward(r.output, p.grad_output);
+
+    const auto& o = p.mha.options;
+    std::ostringstream header;
+    header << "MultiheadAttention embed_dim=" << o.embed_dim << " num_heads=" << o.num_heads << ", "
+           << (self_attention ? "self-attention on x " : "query ") << shape_str(p.query.shape()) << " "
+           << (std::is_same_v<T, double> ? "float64" : "float32") << "; backward from output with grad_output.npy";
+    print_tape(tape, header.str(), os, opt);
+}
+
 }  // namespace
 
 void run_inspect(const std::filesystem::path& in, std::ostream& os, const InspectOptions& opt) {
-    auto problem = load_attention_problem(in);
-    if (opt.dot) io::require_parent_dir(*opt.dot);
-    if (opt.dump) io::StagingDir::check_target(*opt.dump);
+    auto check_outputs = [&] {
+        if (opt.dot) io::require_parent_dir(*opt.dot);
+        if (opt.dump) io::StagingDir::check_target(*opt.dump);
+    };
     std::ostringstream text;  // printed only when everything worked
-    std::visit([&](auto& p) { inspect_problem(p, text, opt); }, problem);
+    if (is_transformer_folder(in)) {  // the folder format of `xgrad transformer`
+        check_outputs();
+        Tape tape;
+        TapeScope on(tape);
+        const TransformerResults r = compute_transformer(in);
+        print_tape(tape, r.description, text, opt);
+    } else {
+        auto problem = load_attention_problem(in);
+        check_outputs();
+        std::visit([&](auto& p) { inspect_problem(p, text, opt); }, problem);
+    }
     os << text.str();
 }
 

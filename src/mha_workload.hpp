@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "xgrad/check/random.hpp"
 #include "xgrad/xgrad.hpp"
@@ -26,38 +27,30 @@ inline double useful_flops(const MhaConfig& c) {
     return 12.0 * rows * e * e + 3.0 * attention + 3.0 * 2.0 * rows * e * e;
 }
 
-// A workload's data: the input x (L, B, E), a fixed random target of its shape, and the attention
-// options (a key_padding_mask ignoring the last L/4 keys of every sequence, no weights returned).
-template <Real T>
-struct WorkloadData {
-    Var<T, 3> x, target;
-    nn::MhaForwardOptions<T> options;
-
-    WorkloadData(const MhaConfig& c, std::uint64_t seed) {
-        const std::array<std::size_t, 3> shape{c.seq, c.batch, c.embed};
-        x = constant(xt::xtensor<T, 3>(randn<3>(shape, seed + 1)));
-        target = constant(xt::xtensor<T, 3>(randn<3>(shape, seed + 2)));
-        xt::xarray<bool> pad = xt::zeros<bool>({c.batch, c.seq});
-        for (std::size_t b = 0; b < c.batch; ++b)
-            for (std::size_t j = c.seq - c.seq / 4; j < c.seq; ++j) pad(b, j) = true;
-        options.key_padding_mask = ignore_mask(std::move(pad));
-        options.need_weights = false;
-    }
-};
-
 template <Real T>
 class MhaWorkload {
 public:
     explicit MhaWorkload(const MhaConfig& c, std::uint64_t seed = 0)
         : config_(c), init_(seed), mha_({.embed_dim = c.embed, .num_heads = c.heads}, init_),
-          adam_(mha_, {.lr = 1e-3}), data_(c, seed) {}
+          adam_(mha_, {.lr = 1e-3}) {
+        const std::array<std::size_t, 3> shape{c.seq, c.batch, c.embed};
+        x_ = constant(xt::xtensor<T, 3>(randn<3>(shape, seed + 1)));
+        target_ = constant(xt::xtensor<T, 3>(randn<3>(shape, seed + 2)));
+        xt::xarray<bool> pad = xt::zeros<bool>({c.batch, c.seq});
+        for (std::size_t b = 0; b < c.batch; ++b)
+            for (std::size_t j = c.seq - c.seq / 4; j < c.seq; ++j) pad(b, j) = true;
+        options_.key_padding_mask = ignore_mask(std::move(pad));
+        options_.need_weights = false;
+    }
 
-    // The loss of this step's forward (before the update).
-    T step() {
+    // The loss of this step's forward (before the update). `after_backward` runs between backward
+    // and the update (`xgrad bench` under mpirun: the data-parallel gradient reduction).
+    T step(const std::function<void()>& after_backward = {}) {
         adam_.zero_grad();
-        const auto out = mha_.forward(data_.x, data_.x, data_.x, data_.options).output;
-        const auto loss = mse_loss(out, data_.target);
+        const auto out = mha_.forward(x_, x_, x_, options_).output;
+        const auto loss = mse_loss(out, target_);
         backward(loss);
+        if (after_backward) after_backward();
         adam_.step();
         const T value = loss.value()();
         tape().clear();
@@ -65,16 +58,17 @@ public:
     }
 
     nn::MultiheadAttention<T>& module() { return mha_; }
-    const Var<T, 3>& input() const { return data_.x; }
-    const Var<T, 3>& target() const { return data_.target; }
-    const nn::MhaForwardOptions<T>& options() const { return data_.options; }
+    const Var<T, 3>& input() const { return x_; }
+    const Var<T, 3>& target() const { return target_; }
+    const nn::MhaForwardOptions<T>& options() const { return options_; }
 
 private:
     MhaConfig config_;
     Generator init_;
     nn::MultiheadAttention<T> mha_;
     optim::Adam<T> adam_;
-    WorkloadData<T> data_;
+    Var<T, 3> x_, target_;
+    nn::MhaForwardOptions<T> options_;
 };
 
 }  // namespace xgrad::bench

@@ -12,9 +12,10 @@ namespace xgrad::checks {
 
 using Mha = nn::MultiheadAttention<double>;
 
-// m with every parameter 0.5 · N(0, 1) from consecutive seeds (torch's init zeroes the biases;
-// random values exercise their gradients better).
-inline Mha with_random_parameters(Mha m, unsigned seed) {
+// m (any module) with every parameter 0.5 · N(0, 1) from consecutive seeds (torch's init zeroes
+// the biases and sets LayerNorm to ones; random values exercise their gradients better).
+template <class M>
+M with_random_parameters(M m, unsigned seed) {
     for_each_parameter(m, [&](const std::string&, auto& p) {
         for (auto& x : p.value()) x = 0.5 * randn<1>({1}, seed++)(0);
     });

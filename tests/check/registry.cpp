@@ -18,7 +18,8 @@ namespace {
 
 // One per file in src/checks/; a new family needs its test case below.
 const std::set<std::string> families{"elementwise", "reduce",    "linalg",    "shape",           "softmax",
-                                     "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags"};
+                                     "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags",
+                                     "transformer"};
 
 void check_family(const std::string& family) {
     std::size_t count = 0;
@@ -44,6 +45,7 @@ TEST_CASE("registered gradchecks: norm_dropout") { check_family("norm_dropout");
 TEST_CASE("registered gradchecks: nn_layers") { check_family("nn_layers"); }
 TEST_CASE("registered gradchecks: attention") { check_family("attention"); }
 TEST_CASE("registered gradchecks: attention_flags") { check_family("attention_flags"); }
+TEST_CASE("registered gradchecks: transformer") { check_family("transformer"); }
 
 TEST_CASE("every registered family is walked by a test case above") {
     for (const auto& c : gradcheck_registry()) {
@@ -59,7 +61,9 @@ TEST_CASE("every public op (include/xgrad/ops/) and module (include/xgrad/nn/) h
         "gelu_tanh", "abs", "square", "sum", "mean", "max", "matmul", "linear", "reshape", "permute", "transpose",
         "split_heads", "merge_heads", "concat", "slice", "narrow", "expand", "broadcast_to", "softmax", "log_softmax", "masked_softmax", "mse_loss", "cross_entropy", "layer_norm",
         "dropout", "embedding", "scaled_dot_product_attention", "scaled_dot_product_attention_with_weights",
-        "Linear", "Embedding", "LayerNorm", "Dropout", "PositionalEncoding", "MultiheadAttention"};
+        "Linear", "Embedding", "LayerNorm", "Dropout", "PositionalEncoding", "MultiheadAttention",
+        "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder", "Transformer",
+        "AdditiveAttention", "flatten_feature_map", "unflatten_feature_map"};  // PositionEmbeddingSine: a constant
     for (const std::string op : public_ops) {
         INFO(op);
         CHECK_FALSE(find_gradchecks("^" + op + "$").empty());

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <xtensor/xnpy.hpp>
 
+#include "support/fixtures.hpp"
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -38,19 +39,9 @@ xt::xarray<double> load(const std::string& c, const std::string& name) {
 
 double worst_error = 0;  // largest |ours - torch| / (1 + |torch|) over every compared value
 
-// |ours - torch| <= 1e-10 · |torch| + 1e-13, element by element.
 template <class A>
 void check_close(const A& ours, const xt::xarray<double>& ref, const std::string& what) {
-    INFO(what << ": ours " << shape_str(ours.shape()) << " torch " << shape_str(ref.shape()));
-    REQUIRE(ours.size() == ref.size());
-    REQUIRE(std::equal(ours.shape().begin(), ours.shape().end(), ref.shape().begin(), ref.shape().end()));
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        const double a = ours.data()[i], b = ref.data()[i], err = std::abs(a - b);
-        worst_error = std::max(worst_error, err / (1 + std::abs(b)));
-        if (!(err <= 1e-10 * std::abs(b) + 1e-13)) ++bad;
-    }
-    CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
+    testing::check_parity(ours, ref, what, worst_error);
 }
 
 AnyMask<double> load_mask(const std::string& c, const std::string& name, int kind) {

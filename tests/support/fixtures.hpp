@@ -9,6 +9,8 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/core/error.hpp"  // shape_str
+
 namespace xgrad::testing {
 
 template <std::size_t N, class V = double>
@@ -44,6 +46,22 @@ double max_abs_diff(const A& a, const B& b) {
     double m = 0;
     for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a.data()[i]) - double(b.data()[i])));
     return m;
+}
+
+// Parity with torch in double: |ours - torch| <= 1e-10 · |torch| + 1e-13, element by element, same
+// shape; `worst` keeps the largest |ours - torch| / (1 + |torch|) seen.
+template <class A, class R>
+void check_parity(const A& ours, const R& ref, const std::string& what, double& worst) {
+    INFO(what << ": ours " << shape_str(ours.shape()) << " torch " << shape_str(ref.shape()));
+    REQUIRE(ours.size() == ref.size());
+    REQUIRE(std::equal(ours.shape().begin(), ours.shape().end(), ref.shape().begin(), ref.shape().end()));
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double a = ours.data()[i], b = ref.data()[i], err = std::abs(a - b);
+        worst = std::max(worst, err / (1 + std::abs(b)));
+        if (!(err <= 1e-10 * std::abs(b) + 1e-13)) ++bad;
+    }
+    CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ");
 }
 
 }  // namespace xgrad::testing

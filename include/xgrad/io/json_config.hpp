@@ -74,8 +74,20 @@ private:
 
 }  // namespace detail
 
-// Parses config text; `source` names it (the file) in error messages.
-inline AttentionConfig parse_attention_config(const std::string& text, const std::string& source) {
+// The text of a config file; io_error naming it when it cannot be read.
+inline std::string read_config_text(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw io_error(path.string() + ": no such file");
+    std::ifstream in(path);
+    if (!in) throw io_error(path.string() + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw io_error(path.string() + ": read failed");
+    return text.str();
+}
+
+// A config's JSON object; io_error naming `source` when the text is not one.
+inline nlohmann::json parse_config_object(const std::string& text, const std::string& source) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
@@ -83,6 +95,12 @@ inline AttentionConfig parse_attention_config(const std::string& text, const std
         throw io_error(source + ": malformed JSON: " + e.what());
     }
     if (!j.is_object()) throw io_error(source + ": the config must be a JSON object, got " + std::string(j.type_name()));
+    return j;
+}
+
+// Parses config text; `source` names it (the file) in error messages.
+inline AttentionConfig parse_attention_config(const std::string& text, const std::string& source) {
+    const nlohmann::json j = parse_config_object(text, source);
     for (const auto& [key, value] : j.items()) {
         bool known = false;
         for (const char* f : detail::attention_config_fields) known = known || key == f;
@@ -107,14 +125,7 @@ inline AttentionConfig parse_attention_config(const std::string& text, const std
 }
 
 inline AttentionConfig read_attention_config(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw io_error(path.string() + ": no such file");
-    std::ifstream in(path);
-    if (!in) throw io_error(path.string() + ": cannot open");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw io_error(path.string() + ": read failed");
-    return parse_attention_config(text.str(), path.string());
+    return parse_attention_config(read_config_text(path), path.string());
 }
 
 }  // namespace xgrad::io
