@@ -1,19 +1,30 @@
 #!/bin/sh
-# A steady MultiheadAttention training step makes no heap allocation: usage check_bench_allocs.sh XGRAD
-# `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers).
-# The configuration avoids the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
+# A steady training step makes no heap allocation: usage check_bench_allocs.sh XGRAD
+# `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers):
+# checked for the MultiheadAttention workload and the Transformer ones (an encoder layer, and
+# encoder + decoder stacks with padding and causal masks, dropout in training mode).
+# The configurations avoid the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
 # "Where the time goes on machine A"). Under AddressSanitizer nothing is counted (allocs_per_step
 # is null) and the check is skipped.
 set -u
 xgrad=$1
 fail() { echo "FAIL: $*"; exit 1; }
-for dtype in float32 float64; do
-    line=$("$xgrad" bench --batch 4 --seq 16 --embed 64 --heads 4 --dtype "$dtype" --steps 10 --warmup 3) ||
-        fail "$dtype: exit status $?"
+# check NAME ARGS...: one bench run, which must report 0 allocations per steady step
+check() {
+    name=$1
+    shift
+    line=$("$xgrad" bench "$@" --steps 10 --warmup 3) || fail "$name: exit status $?"
     allocs=$(echo "$line" | grep -o '"allocs_per_step":[^,}]*' | cut -d: -f2)
     case "$allocs" in
-        null) echo "$dtype: allocations not counted in this build (sanitizer)"; continue ;;
-        0.0 | 0) echo "$dtype: 0 allocations per step" ;;
-        *) fail "$dtype: $allocs heap allocations per steady step, expected 0: $line" ;;
+        null) echo "$name: allocations not counted in this build (sanitizer)" ;;
+        0.0 | 0) echo "$name: 0 allocations per step" ;;
+        *) fail "$name: $allocs heap allocations per steady step, expected 0: $line" ;;
     esac
+}
+for dtype in float32 float64; do
+    check "mha $dtype" --batch 4 --seq 16 --embed 64 --heads 4 --dtype "$dtype"
+    check "encoder_layer $dtype" --model encoder_layer --batch 4 --seq 16 --embed 64 --heads 4 --ffn 128 \
+        --dropout 0.1 --dtype "$dtype"
+    check "transformer $dtype" --model transformer --batch 4 --seq 16 --embed 32 --heads 4 --ffn 64 --layers 2 \
+        --dropout 0.1 --dtype "$dtype"
 done

@@ -248,6 +248,26 @@ TEST_CASE("causal masking is top-left aligned for L != S") {
     CHECK(all(0, 0, 1) == 0.5);
 }
 
+TEST_CASE("AnyMask: copies share the entries, an empty mask holds none, masked_softmax reads it as its kind") {
+    const AnyMask<double> none;
+    CHECK_FALSE(none);
+    CHECK(none.bools().size() == 1);  // the empty default entries, never a mask's
+    const AnyMask<double> pad = ignore_mask(B2{{false, true, false}});
+    const AnyMask<double> copy = pad;  // shared, not copied: passing masks on allocates nothing
+    CHECK(copy);
+    CHECK(&copy.bools() == &pad.bools());
+    CHECK(copy.kind() == MaskKind::ignore);
+    CHECK(std::string(copy.name()) == "ignore_mask");
+    const auto w = masked_softmax(constant(T2(xt::zeros<double>({1, 3}))), copy).value();
+    CHECK(max_abs_diff(w, T2{{0.5, 0.0, 0.5}}) < 1e-15);
+    AnyMask<double> reassigned = copy;
+    reassigned = additive_mask(T2{{0.0, 0.0, std::log(2.0)}});  // the others keep theirs
+    CHECK(reassigned.kind() == MaskKind::additive);
+    CHECK(pad.bools() == B2{{false, true, false}});
+    const auto v = masked_softmax(constant(T2(xt::zeros<double>({1, 3}))), reassigned).value();
+    CHECK(max_abs_diff(v, T2{{0.25, 0.25, 0.5}}) < 1e-15);
+}
+
 TEST_CASE("softmax errors name the op and the shapes") {
     auto x = constant(randn<3>({2, 3, 4}, 13));
     CHECK_THROWS_WITH_AS(softmax(x, 3), "softmax: axis 3 is out of range for x of shape (2, 3, 4)", value_error);

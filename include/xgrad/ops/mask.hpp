@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -52,31 +53,43 @@ struct ValidLens {
 enum class MaskKind { ignore, keep, additive };
 
 // One mask of any kind, for options that take one (MultiheadAttention's key_padding_mask and
-// attn_mask): assign ignore_mask(m), keep_mask(m) or additive_mask(b) of element type T.
-// Empty: no mask.
+// attn_mask, the Transformer layers' masks): assign ignore_mask(m), keep_mask(m) or
+// additive_mask(b) of element type T. Empty: no mask.
+// A mask is a constant: its entries are held once and shared by every copy, so passing masks on
+// through options (a Transformer's to each layer's to each attention's) allocates nothing.
 template <Real T>
 class AnyMask {
 public:
     AnyMask() = default;
-    AnyMask(IgnoreMask m) : kind_(MaskKind::ignore), bools_(std::move(m.mask)), set_(true) {}
-    AnyMask(KeepMask m) : kind_(MaskKind::keep), bools_(std::move(m.mask)), set_(true) {}
-    AnyMask(AdditiveMask<T> m) : kind_(MaskKind::additive), values_(std::move(m.bias)), set_(true) {}
+    AnyMask(IgnoreMask m) : kind_(MaskKind::ignore), entries_(make_entries(std::move(m.mask), {})) {}
+    AnyMask(KeepMask m) : kind_(MaskKind::keep), entries_(make_entries(std::move(m.mask), {})) {}
+    AnyMask(AdditiveMask<T> m) : kind_(MaskKind::additive), entries_(make_entries({}, std::move(m.bias))) {}
 
-    explicit operator bool() const { return set_; }
+    explicit operator bool() const { return entries_ != nullptr; }
     MaskKind kind() const { return kind_; }
-    const xt::xarray<bool>& bools() const { return bools_; }  // ignore or keep
-    const xt::xarray<T>& values() const { return values_; }   // additive
-    const auto& shape() const { return kind_ == MaskKind::additive ? values_.shape() : bools_.shape(); }
+    const xt::xarray<bool>& bools() const { return entries().bools; }  // ignore or keep
+    const xt::xarray<T>& values() const { return entries().values; }   // additive
+    const auto& shape() const { return kind_ == MaskKind::additive ? values().shape() : bools().shape(); }
     // "ignore_mask", "keep_mask" or "additive_mask", for errors
     const char* name() const {
         return kind_ == MaskKind::ignore ? "ignore_mask" : kind_ == MaskKind::keep ? "keep_mask" : "additive_mask";
     }
 
 private:
+    struct Entries {
+        xt::xarray<bool> bools;
+        xt::xarray<T> values;
+    };
+    static std::shared_ptr<const Entries> make_entries(xt::xarray<bool> bools, xt::xarray<T> values) {
+        return std::make_shared<const Entries>(Entries{std::move(bools), std::move(values)});
+    }
+    const Entries& entries() const {
+        static const Entries none{};
+        return entries_ ? *entries_ : none;
+    }
+
     MaskKind kind_ = MaskKind::ignore;
-    xt::xarray<bool> bools_;
-    xt::xarray<T> values_;
-    bool set_ = false;
+    std::shared_ptr<const Entries> entries_;  // null: no mask
 };
 
 namespace detail {
