@@ -2,8 +2,6 @@
 // copy task with Adam; held-out token accuracy on the copied half is reported and saved.
 #include <cblas.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -15,7 +13,7 @@
 #include "commands.hpp"
 #include "copy_task.hpp"
 #include "plot.hpp"
-#include "progress.hpp"
+#include "train_common.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {
@@ -35,10 +33,6 @@ struct CopyOptions {
     std::string out;
     std::string resume;
 };
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-    io::write_file_atomic(path, text.data(), text.size());
-}
 
 // The attention of every head on held-out sequence 0 (the copy task's tokens as labels, | the separator).
 std::vector<unsigned char> attention_picture(const copy_task::Model<float>& model, const copy_task::Batch& held_out,
@@ -68,24 +62,8 @@ int train_copy(const CopyOptions& o) {
     // dropouts'), the data stream where it stopped and the (never drawn from) source of the held-out set.
     io::NamedGenerators generators = named_generators(model, "model.");
     generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
-    int first_step = 1;
-    if (!o.resume.empty()) {
-        // The same model first: a different --heads or --seq would otherwise load without complaint.
-        const auto saved = io::read_checkpoint_config(o.resume), wanted = o.model.config();
-        std::string made_with, this_run;
-        for (const auto& [key, value] : wanted)
-            if (saved.count(key) && saved.at(key) != value) {
-                made_with += fmt::format(" {}={}", key, saved.at(key));
-                this_run += fmt::format(" {}={}", key, value);
-            }
-        if (!made_with.empty())
-            throw value_error(o.resume + ": the checkpoint was made with" + made_with + ", this run has" + this_run);
-        const auto done = io::load_checkpoint(o.resume, model, adam, generators);
-        if (done >= o.steps)
-            throw value_error("train copy: --steps (" + std::to_string(o.steps) + ") must exceed the " +
-                              std::to_string(done) + " steps already taken in " + o.resume);
-        first_step = int(done) + 1;
-    }
+    const int first_step =
+        o.resume.empty() ? 1 : resume_checkpoint(o, "train copy", o.model.config(), model, adam, generators);
     Generator held_out_draws = held_out_gen;
     const auto held_out = copy_task::make_batch(o.eval_sequences, o.model.seq, o.model.vocab, held_out_draws);
 
@@ -95,10 +73,7 @@ int train_copy(const CopyOptions& o) {
     say(fmt::format("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}",
                     o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
                     o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    const ProgressMode mode = o.quiet                                 ? ProgressMode::quiet
-                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
-                                                                      : ProgressMode::lines;
-    TrainProgress progress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
+    TrainProgress progress = train_progress(o, first_step);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
     std::string csv = "step,loss,accuracy,lr\n";
     LossCurve curve;
@@ -155,20 +130,8 @@ void setup_train_copy(CLI::App& copy) {
     copy.add_option("--steps", o.steps, "training steps")->check(at_least(1));
     copy.add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
     copy.add_option("--lr", o.lr, "Adam learning rate")->check(positive());
-    copy.add_option("--seed", o.seed, "random seed (same seed, same losses)");
-    copy.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
-    copy.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
-    copy.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
-        ->check(at_least(1));
-    auto* quiet = copy.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
-    copy.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
     copy.add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
-    copy.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
-                                "(default: none, nothing is written)");
-    copy.add_option("--resume", o.resume,
-                    "continue from a checkpoint.npz of a run with the same options, up to --steps in all "
-                    "(default: none, from step 1)")
-        ->check(CLI::ExistingFile);
+    add_train_run_options(copy, o);
     copy.callback([] { selected_action() = [] { return train_copy(o); }; });
 }
 

@@ -1,0 +1,75 @@
+// What the `xgrad train` commands of attention models (copy, sort) share: their run options
+// (seed, threads, evaluation and logging, --out, --resume), the progress display, resuming from a
+// checkpoint of the same model, and atomic text files. A command's options struct has the fields
+// named here (seed, threads, eval_every, log_every, quiet, verbose, out, resume, steps).
+#pragma once
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "progress.hpp"
+#include "xgrad/io/checkpoint.hpp"
+
+namespace xgrad::cli {
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+    io::write_file_atomic(path, text.data(), text.size());
+}
+
+// --seed, --threads, --eval-every, --log-every, --quiet, --verbose, --out, --resume.
+template <class Options>
+void add_train_run_options(CLI::App& cmd, Options& o) {
+    cmd.add_option("--seed", o.seed, "random seed (same seed, same losses)");
+    cmd.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
+    cmd.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
+    cmd.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
+        ->check(at_least(1));
+    auto* quiet = cmd.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
+    cmd.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
+    cmd.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
+                                   "(default: none, nothing is written)");
+    cmd.add_option("--resume", o.resume,
+                   "continue from a checkpoint.npz of a run with the same options, up to --steps in all "
+                   "(default: none, from step 1)")
+        ->check(CLI::ExistingFile);
+}
+
+// The progress display of a run of steps first..o.steps: a bar on a terminal, lines otherwise.
+template <class Options>
+TrainProgress train_progress(const Options& o, int first_step) {
+    const ProgressMode mode = o.quiet                                 ? ProgressMode::quiet
+                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
+                                                                      : ProgressMode::lines;
+    return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
+}
+
+// Loads o.resume into the model, the optimizer and the generators and returns the first step to
+// run. The checkpoint must record the same model (`wanted`: a different --heads would otherwise load
+// without complaint) and fewer steps than o.steps; value_error naming the file otherwise.
+template <class Options, class Model, class Optimizer>
+int resume_checkpoint(const Options& o, const char* command, const std::map<std::string, std::int64_t>& wanted,
+                      Model& model, Optimizer& optimizer, const io::NamedGenerators& generators) {
+    const auto saved = io::read_checkpoint_config(o.resume);
+    std::string made_with, this_run;
+    for (const auto& [key, value] : wanted)
+        if (saved.count(key) && saved.at(key) != value) {
+            made_with += fmt::format(" {}={}", key, saved.at(key));
+            this_run += fmt::format(" {}={}", key, value);
+        }
+    if (!made_with.empty())
+        throw value_error(o.resume + ": the checkpoint was made with" + made_with + ", this run has" + this_run);
+    const auto done = io::load_checkpoint(o.resume, model, optimizer, generators);
+    if (done >= o.steps)
+        throw value_error(fmt::format("{}: --steps ({}) must exceed the {} steps already taken in {}", command, o.steps,
+                                      done, o.resume));
+    return int(done) + 1;
+}
+
+}  // namespace xgrad::cli
