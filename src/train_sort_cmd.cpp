@@ -1,6 +1,7 @@
 // `xgrad train sort`: a small nn::Transformer learns to sort a sequence of digits (teacher forcing
 // under a causal mask, Adam with a linear warmup); held-out sequences are decoded greedily and
 // scored by exact match and token accuracy.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -25,6 +26,7 @@ struct SortOptions {
     int batch = 64;
     double lr = 1e-3;
     int warmup = 100;
+    int decay_steps = 2000;
     std::uint64_t seed = 1;
     int threads = 1;
     int eval_every = 500;
@@ -38,8 +40,9 @@ struct SortOptions {
 std::string describe(const SortOptions& o) {
     const auto& m = o.model;
     return fmt::format("sort task: {} digits 0-{}, d_model {}, {} heads, ffn {}, {}+{} layers, batch {}, Adam lr {} "
-                       "(warmup {})",
-                       m.seq, m.vocab - 1, m.d_model, m.heads, m.ffn, m.layers, m.layers, o.batch, o.lr, o.warmup);
+                       "(warmup {}, cosine to {})",
+                       m.seq, m.vocab - 1, m.d_model, m.heads, m.ffn, m.layers, m.layers, o.batch, o.lr, o.warmup,
+                       o.decay_steps);
 }
 
 // The cross-attention of every decoder layer and head on held-out sequence 0, decoding its greedy
@@ -75,9 +78,10 @@ int train_sort(const SortOptions& o) {
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     sort_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
-    // Linear warmup to lr, then constant (a cosine of zero length ending at lr): the rate depends on
-    // the step alone, so a resumed run continues exactly, whatever --steps it is given.
-    const optim::WarmupCosine schedule(o.lr, std::size_t(o.warmup), std::size_t(o.warmup), o.lr);
+    // Linear warmup to lr, a half cosine down to lr/20 at --decay-steps, then lr/20: the rate depends
+    // on the step and these options alone, so a resumed run continues exactly, whatever --steps it is given.
+    const optim::WarmupCosine schedule(o.lr, std::size_t(o.warmup), std::size_t(std::max(o.decay_steps, o.warmup)),
+                                       o.lr / 20);
     // What a checkpoint restores besides the weights and Adam: the data stream where it stopped and
     // the (never drawn from) source of the held-out set.
     io::NamedGenerators generators = named_generators(model, "model.");
@@ -158,6 +162,10 @@ void setup_train_sort(CLI::App& sort) {
     sort.add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
     sort.add_option("--lr", o.lr, "Adam learning rate after the warmup")->check(positive());
     sort.add_option("--warmup", o.warmup, "steps of linear learning-rate warmup from 0")->check(at_least(0));
+    sort.add_option("--decay-steps", o.decay_steps,
+                    "the learning rate falls from --lr after the warmup to --lr/20 at this step (a half cosine), "
+                    "whatever --steps is")
+        ->check(at_least(1));
     sort.add_option("--eval-sequences", o.eval_sequences, "held-out sequences, decoded greedily")->check(at_least(1));
     add_train_run_options(sort, o);
     sort.callback([] { selected_action() = [] { return train_sort(o); }; });

@@ -7,7 +7,7 @@ set -eu
 xgrad=$1
 steps=${XGRAD_TRAIN_SORT_STEPS:-40}
 half=$((steps / 2))
-small="--seq 6 --d-model 32 --ffn 64 --batch 16 --warmup 10 --eval-sequences 32 --eval-every $half"
+small="--seq 6 --d-model 32 --ffn 64 --batch 16 --warmup 10 --decay-steps $steps --eval-sequences 32 --eval-every $half"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 # shellcheck disable=SC2086
 run() { "$xgrad" train sort $small "$@"; }
@@ -38,9 +38,9 @@ EOF
 [ "$(wc -l < "$dir/a/loss.csv")" -eq $((steps + 1)) ] || { echo "loss.csv: expected $steps rows"; exit 1; }
 [ "$(grep -Ec '^[0-9]+,[0-9.e-]+,[0-9.]+,[0-9.]+,' "$dir/a/loss.csv")" -eq 2 ] || { echo "loss.csv: expected 2 evaluations"; exit 1; }
 awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first) }' "$dir/a/loss.csv" || { echo "the loss did not fall"; exit 1; }
-# the warmup: lr rises linearly over 10 steps, then stays
-[ "$(sed -n 2p "$dir/a/loss.csv" | cut -d, -f5)" = "0.0001" ] && [ "$(sed -n 12p "$dir/a/loss.csv" | cut -d, -f5)" = "0.001" ] &&
-  [ "$(tail -n 1 "$dir/a/loss.csv" | cut -d, -f5)" = "0.001" ] || { echo "unexpected learning rates"; exit 1; }
+# the schedule: lr rises linearly to 1e-3 over 10 steps, then falls to 1e-3/20 at --decay-steps
+[ "$(sed -n 2p "$dir/a/loss.csv" | cut -d, -f5)" = "0.0001" ] && [ "$(sed -n 11p "$dir/a/loss.csv" | cut -d, -f5)" = "0.001" ] &&
+  [ "$(tail -n 1 "$dir/a/loss.csv" | cut -d, -f5)" = "5e-05" ] || { echo "unexpected learning rates"; exit 1; }
 
 # Resume: half the steps, checkpoint, the rest == the same run uninterrupted, bit for bit.
 run --steps "$half" --out "$dir/c" > /dev/null
