@@ -12,8 +12,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "plot.hpp"
 #include "progress.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
@@ -70,6 +72,25 @@ int resume_checkpoint(const Options& o, const char* command, const std::map<std:
         throw value_error(fmt::format("{}: --steps ({}) must exceed the {} steps already taken in {}", command, o.steps,
                                       done, o.resume));
     return int(done) + 1;
+}
+
+// The folder of a finished run: metrics.json, loss.csv, loss.png (drawn from `curve`),
+// attention.png and checkpoint.npz (the model, the optimizer, `steps`, the generators and the model
+// `config`). Everything is encoded before the folder is made and every file is written atomically:
+// a failure leaves no half-filled output.
+template <class Model, class Optimizer>
+void write_train_outputs(const std::string& dir, const nlohmann::json& metrics, const std::string& csv,
+                         const LossCurve& curve, const std::vector<unsigned char>& attention_png, const Model& model,
+                         const Optimizer& optimizer, int steps, const io::NamedGenerators& generators,
+                         const std::map<std::string, std::int64_t>& config) {
+    const auto loss_png = loss_chart_png(curve);
+    const std::filesystem::path out(dir);
+    std::filesystem::create_directories(out);
+    write_text(out / "metrics.json", metrics.dump(2) + "\n");
+    write_text(out / "loss.csv", csv);
+    write_png(out / "loss.png", loss_png);
+    write_png(out / "attention.png", attention_png);
+    io::save_checkpoint(out / "checkpoint.npz", model, optimizer, steps, generators, config);
 }
 
 }  // namespace xgrad::cli

@@ -53,7 +53,6 @@ std::vector<unsigned char> attention_picture(const copy_task::Model<float>& mode
 }
 
 int train_copy(const CopyOptions& o) {
-    namespace fs = std::filesystem;
     set_num_threads(std::size_t(o.threads));
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     copy_task::Model<float> model(o.model, init_gen);
@@ -101,20 +100,12 @@ int train_copy(const CopyOptions& o) {
     say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out token accuracy {:.4f}",
                     o.steps - first_step + 1, seconds, loss_value, acc));
     if (o.out.empty()) return 0;
-    // Everything is encoded before the folder is made: a failure leaves no half-filled output.
     const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
                                     {"seconds", seconds}, {"seed", o.seed}};
     curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
                               o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr);
-    const auto loss_png = loss_chart_png(curve);
-    const auto attention_png = attention_picture(model, held_out, o.steps);
-    const fs::path out(o.out);
-    fs::create_directories(out);
-    write_text(out / "metrics.json", metrics.dump(2) + "\n");
-    write_text(out / "loss.csv", csv);
-    write_png(out / "loss.png", loss_png);
-    write_png(out / "attention.png", attention_png);
-    io::save_checkpoint(out / "checkpoint.npz", model, adam, o.steps, generators, o.model.config());
+    write_train_outputs(o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam, o.steps,
+                        generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }

@@ -73,7 +73,6 @@ std::vector<unsigned char> attention_picture(const sort_task::Model<float>& mode
 }
 
 int train_sort(const SortOptions& o) {
-    namespace fs = std::filesystem;
     set_num_threads(std::size_t(o.threads));
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     sort_task::Model<float> model(o.model, init_gen);
@@ -126,7 +125,6 @@ int train_sort(const SortOptions& o) {
     say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out exact match {:.4f}, token accuracy {:.4f}",
                     o.steps - first_step + 1, seconds, loss_value, score.exact_match, score.token_accuracy));
     if (o.out.empty()) return 0;
-    // Everything is encoded before the folder is made: a failure leaves no half-filled output.
     const nlohmann::json metrics = {{"steps", o.steps},
                                     {"final_loss", loss_value},
                                     {"exact_match", score.exact_match},
@@ -135,15 +133,8 @@ int train_sort(const SortOptions& o) {
                                     {"seconds", seconds},
                                     {"seed", o.seed}};
     curve.title = describe(o) + "; accuracy: held-out exact match";
-    const auto loss_png = loss_chart_png(curve);
-    const auto attention_png = attention_picture(model, held_out, o.steps);
-    const fs::path out(o.out);
-    fs::create_directories(out);
-    write_text(out / "metrics.json", metrics.dump(2) + "\n");
-    write_text(out / "loss.csv", csv);
-    write_png(out / "loss.png", loss_png);
-    write_png(out / "attention.png", attention_png);
-    io::save_checkpoint(out / "checkpoint.npz", model, adam, o.steps, generators, o.model.config());
+    write_train_outputs(o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam, o.steps,
+                        generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }

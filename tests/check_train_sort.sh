@@ -5,6 +5,7 @@
 # error line.
 set -eu
 xgrad=$1
+. "$(dirname "$0")/train_outputs.sh"
 steps=${XGRAD_TRAIN_SORT_STEPS:-40}
 half=$((steps / 2))
 small="--seq 6 --d-model 32 --ffn 64 --batch 16 --warmup 10 --decay-steps $steps --eval-sequences 32 --eval-every $half"
@@ -17,12 +18,7 @@ run --steps "$steps" --out "$dir/b" > /dev/null
 cmp "$dir/a/loss.csv" "$dir/b/loss.csv" || { echo "losses differ between two runs with the same seed"; exit 1; }
 run --steps "$steps" --seed 2 --out "$dir/s2" > /dev/null
 ! cmp -s "$dir/a/loss.csv" "$dir/s2/loss.csv" || { echo "another seed gave the same losses"; exit 1; }
-for f in metrics.json loss.csv loss.png attention.png checkpoint.npz; do
-  [ -s "$dir/a/$f" ] || { echo "missing $f"; exit 1; }
-done
-for f in loss.png attention.png; do
-  [ "$(head -c 8 "$dir/a/$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "$f is not a PNG"; exit 1; }
-done
+check_train_outputs "$dir/a"
 # metrics.json: the fields, as numbers, the scores in [0, 1]
 python3 - "$dir/a/metrics.json" "$steps" <<'EOF'
 import json, sys
@@ -46,10 +42,7 @@ awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first) }' "$dir/a/loss.csv" ||
 run --steps "$half" --out "$dir/c" > /dev/null
 run --steps "$steps" --resume "$dir/c/checkpoint.npz" --out "$dir/d" > /dev/null
 rest=$((steps - half))
-[ "$(wc -l < "$dir/d/loss.csv")" -eq $((rest + 1)) ] || { echo "resumed run: expected $rest rows in loss.csv"; exit 1; }
-tail -n "$rest" "$dir/a/loss.csv" > "$dir/a-tail.csv"
-tail -n "$rest" "$dir/d/loss.csv" > "$dir/d-tail.csv"
-cmp "$dir/a-tail.csv" "$dir/d-tail.csv" || { echo "steps $((half + 1))-$steps differ after resuming"; exit 1; }
+check_resumed_tail "$dir/a" "$dir/d" "$rest"
 echo "resume after $half steps: steps $((half + 1))-$steps bit-identical"
 
 # Errors: one line, exit 2, no output folder.
