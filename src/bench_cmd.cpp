@@ -3,11 +3,14 @@
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
 // steady step. `--model encoder_layer | transformer` times a Transformer step instead
 // (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
-// the GEMM rates.
+// the GEMM rates. Under mpirun each rank runs its even share of --batch of the MultiheadAttention
+// step and the gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global
+// throughput and the time synchronize() took per step (the reduction not hidden behind backward).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,6 +21,7 @@
 
 #include "alloc_count.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "mha_workload.hpp"
 #include "transformer_workload.hpp"
 
@@ -33,6 +37,7 @@ struct BenchOptions {
     int threads = 1;
     int steps = 50;
     int warmup = 5;
+    bool overlap = true;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -67,18 +72,20 @@ struct Timing {
     double median_us = 0, allocs_per_step = 0, loss = 0;
 };
 
-// Warm-up, then the timed steps of `workload`, counting heap allocations.
-template <class Workload>
-Timing time_steps(Workload& workload, const BenchOptions& o) {
-    for (int i = 0; i < o.warmup; ++i) workload.step();
+// Warm-up, then the timed steps (`step()` runs one and returns its loss), counting heap
+// allocations; `after_step()` reads per-step counters outside the timing.
+template <class Step, class AfterStep>
+Timing time_steps(const BenchOptions& o, const Step& step, const AfterStep& after_step) {
+    for (int i = 0; i < o.warmup; ++i) step();
     std::vector<double> us;
     us.reserve(std::size_t(o.steps));
     const std::uint64_t allocs_before = heap_allocations();
     Timing t;
     for (int i = 0; i < o.steps; ++i) {
         const auto t0 = Clock::now();
-        t.loss = double(workload.step());
+        t.loss = double(step());
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        after_step();
     }
     t.allocs_per_step = double(heap_allocations() - allocs_before) / o.steps;
     t.median_us = median(us);
@@ -97,10 +104,13 @@ nlohmann::json allocs_json(const Timing& t) {
 
 template <Real T>
 int run(const BenchOptions& o) {
+    const dist::Context& ctx = process_group();
     const auto& c = o.config;
     if (o.model != "mha") {
+        if (ctx.world_size() > 1)
+            throw value_error("--model " + o.model + " does not run data-parallel under mpirun (--model mha does)");
         bench::TransformerWorkload<T> workload({o.model, c.batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
-        const Timing t = time_steps(workload, o);
+        const Timing t = time_steps(o, [&] { return workload.step(); }, [] {});
         const nlohmann::ordered_json line = {
             {"impl", "xgrad"}, {"model", o.model}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads},
             {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
@@ -109,8 +119,16 @@ int run(const BenchOptions& o) {
         fmt::print("{}\n", line.dump());
         return 0;
     }
-    bench::MhaWorkload<T> workload(c);
-    const Timing t = time_steps(workload, o);
+    bench::MhaConfig mine = c;
+    mine.batch = even_shard(ctx, c.batch, "--batch").size();
+    bench::MhaWorkload<T> workload(mine);
+    dist::DataParallel<T> data_parallel(ctx, workload.module(), {.overlap = o.overlap});
+    const std::function<void()> reduce = [&] { data_parallel.synchronize(); };
+    std::vector<double> reduce_us;
+    reduce_us.reserve(std::size_t(o.steps));
+    const Timing t = time_steps(o, [&] { return workload.step(reduce); },
+                                [&] { reduce_us.push_back(data_parallel.last_sync_seconds() * 1e6); });
+    if (!ctx.is_root()) return 0;
     const double gflops = bench::useful_flops(c) / t.median_us * 1e-3;
     const double blas = blas_gflops<T>(c, o.threads, std::max(o.steps, 20));
     const nlohmann::ordered_json line = {
@@ -118,6 +136,10 @@ int run(const BenchOptions& o) {
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
         {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
+        {"world_size", ctx.world_size()}, {"sequences_per_s", double(c.batch) / t.median_us * 1e6},
+        {"reduce_us", ctx.world_size() > 1 ? nlohmann::json(median(reduce_us)) : nlohmann::json(0)},
+        {"buckets", data_parallel.bucket_count()},
+        {"buckets_started_in_backward", data_parallel.buckets_started_in_backward()},
         // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
         {"blas_core", openblas_get_corename()}};
     fmt::print("{}\n", line.dump());
@@ -141,6 +163,9 @@ void setup_bench(CLI::App& cmd) {
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
+    cmd.add_flag("--overlap,!--no-overlap", o.overlap,
+                 "under mpirun: start reducing gradients during backward (default on)");
+    data_parallel_commands().insert(&cmd);
     cmd.callback([] {
         selected_action() = [] {
             if (o.model != "mha" && o.config.embed % o.config.heads != 0)

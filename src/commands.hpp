@@ -2,6 +2,7 @@
 // setup_* adds a command's options to its CLI::App and sets the action to run when it is parsed.
 #pragma once
 #include <functional>
+#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,11 @@ void setup_bench(CLI::App& cmd);
 
 // The action of the subcommand that was parsed; returns the exit status.
 std::function<int()>& selected_action();
+
+// Commands that run data-parallel under mpirun (src/distributed.hpp) add themselves in their
+// setup_*; main() refuses any other command started by mpirun (its ranks would each do the whole
+// job and write the same files).
+std::set<const CLI::App*>& data_parallel_commands();
 
 // Checks of numeric options with one-line messages ("--steps: must be >= 1, got -5"); the help
 // shows the bound after the type ("INT:>=1").

@@ -7,12 +7,18 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "xgrad/dist/context.hpp"
 
 namespace xgrad::cli {
 
 std::function<int()>& selected_action() {
     static std::function<int()> action;
     return action;
+}
+
+std::set<const CLI::App*>& data_parallel_commands() {
+    static std::set<const CLI::App*> commands;
+    return commands;
 }
 
 }  // namespace xgrad::cli
@@ -81,15 +87,32 @@ int main(int argc, char** argv) {
         std::cerr << where << ": " << e.what() << '\n';
         return 2;
     }
+    if (const CLI::App* cmd = deepest(app, where);
+        xgrad::dist::launched_by_mpirun() && !data_parallel_commands().count(cmd)) {
+        std::set<std::string> names;  // "xgrad train copy", sorted
+        for (const CLI::App* dp : data_parallel_commands()) {
+            std::string name;
+            for (const CLI::App* a = dp; a; a = a->get_parent()) name = a->get_name() + (name.empty() ? "" : " " + name);
+            names.insert(name);
+        }
+        std::string which;
+        for (const auto& name : names) which += (which.empty() ? "" : ", ") + name;
+        std::cerr << (where + ": does not run under mpirun (data-parallel commands: " + which + ")\n") << std::flush;
+        return 2;
+    }
     try {
         return selected_action() ? selected_action()() : 2;
     } catch (const std::exception& e) {
-        // One line, named after the command that failed: "xgrad train copy: ..."
+        // One line, named after the command that failed: "xgrad train copy: ..." ("... rank 1: ..."
+        // under mpirun, where it then ends every rank: the others may wait for this one forever).
         std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
         deepest(app, where);
-        std::cerr << where << ": " << message << '\n';
+        const xgrad::dist::Context* ctx = xgrad::dist::Context::current();
+        if (ctx && ctx->world_size() > 1) where += ": rank " + std::to_string(ctx->rank());
+        std::cerr << (where + ": " + message + '\n') << std::flush;  // one write: ranks do not interleave
+        if (ctx) ctx->abort(2);
         return 2;
     }
 }

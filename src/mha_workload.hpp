@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "xgrad/check/random.hpp"
 #include "xgrad/xgrad.hpp"
@@ -42,12 +43,14 @@ public:
         options_.need_weights = false;
     }
 
-    // The loss of this step's forward (before the update).
-    T step() {
+    // The loss of this step's forward (before the update). `after_backward` runs between backward
+    // and the update (`xgrad bench` under mpirun: the data-parallel gradient reduction).
+    T step(const std::function<void()>& after_backward = {}) {
         adam_.zero_grad();
         const auto out = mha_.forward(x_, x_, x_, options_).output;
         const auto loss = mse_loss(out, target_);
         backward(loss);
+        if (after_backward) after_backward();
         adam_.step();
         const T value = loss.value()();
         tape().clear();

@@ -1,8 +1,11 @@
 // `xgrad train copy`: embedding + positions + causal MultiheadAttention + linear head learn the
-// copy task with Adam; held-out token accuracy on the copied half is reported and saved.
+// copy task with Adam; held-out token accuracy on the copied half is reported and saved. Under
+// mpirun it trains data-parallel (src/distributed.hpp): --batch is the global batch, each rank
+// takes an equal share of every step's batch, and only rank 0 prints and writes.
 #include <cblas.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -12,9 +15,9 @@
 
 #include "commands.hpp"
 #include "copy_task.hpp"
+#include "distributed.hpp"
 #include "plot.hpp"
 #include "train_common.hpp"
-#include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {
 namespace {
@@ -30,6 +33,7 @@ struct CopyOptions {
     int eval_sequences = 256;
     int log_every = 100;
     bool quiet = false, verbose = false;
+    bool deterministic = false;
     std::string out;
     std::string resume;
 };
@@ -54,6 +58,9 @@ std::vector<unsigned char> attention_picture(const copy_task::Model<float>& mode
 
 int train_copy(const CopyOptions& o) {
     set_num_threads(std::size_t(o.threads));
+    const dist::Context& ctx = process_group();
+    const Shard shard = even_shard(ctx, std::size_t(o.batch), "--batch");
+    const bool root = ctx.is_root();
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     copy_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
@@ -62,33 +69,51 @@ int train_copy(const CopyOptions& o) {
     io::NamedGenerators generators = named_generators(model, "model.");
     generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
     const int first_step =
-        o.resume.empty() ? 1 : resume_checkpoint(o, "train copy", o.model.config(), model, adam, generators);
+        o.resume.empty() ? 1 : resume_checkpoint(ctx, o, "train copy", o.model.config(), model, adam, generators);
+    // Every rank holds rank 0's parameters (the same already: the same seed) and averages gradients.
+    dist::DataParallel<float> data_parallel(ctx, model, {.deterministic = o.deterministic});
     Generator held_out_draws = held_out_gen;
     const auto held_out = copy_task::make_batch(o.eval_sequences, o.model.seq, o.model.vocab, held_out_draws);
-
-    const auto say = [&](const std::string& line) {
-        if (!o.quiet) fmt::print("{}\n", line);
+    // Each rank evaluates its share of the held-out sequences; the counts are summed.
+    const Shard eval_shard = uneven_shard(ctx, std::size_t(o.eval_sequences));
+    const copy_task::Batch my_held_out{take_rows(held_out.tokens, eval_shard),
+                                       take_rows(held_out.targets, {eval_shard.begin * o.model.seq,
+                                                                    eval_shard.end * o.model.seq})};
+    const auto held_out_accuracy = [&] {
+        const double rows = double(my_held_out.targets.size());
+        const double right = rows == 0 ? 0 : std::round(copy_task::accuracy(model, my_held_out) * rows);
+        return global_sum(ctx, right) / double(held_out.targets.size());
     };
-    say(fmt::format("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}",
+
+    const bool quiet = o.quiet || !root;
+    const auto say = [&](const std::string& line) {
+        if (!quiet) fmt::print("{}\n", line);
+    };
+    say(fmt::format("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}{}",
                     o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
+                    ctx.world_size() > 1 ? fmt::format(", {} ranks of {} sequences", ctx.world_size(), shard.size()) : "",
                     o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    TrainProgress progress = train_progress(o, first_step);
+    TrainProgress progress = train_progress(o, first_step, quiet);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
     std::string csv = "step,loss,accuracy,lr\n";
     LossCurve curve;
     const auto start = std::chrono::steady_clock::now();
     double loss_value = 0, acc = 0;
     for (int step = first_step; step <= o.steps; ++step) {
+        // Every rank draws the whole global batch (the data of one process) and trains on its rows.
         const auto batch = copy_task::make_batch(o.batch, o.model.seq, o.model.vocab, data_gen);
-        auto loss = cross_entropy(model(batch.tokens), batch.targets);
+        const auto tokens = take_rows(batch.tokens, shard);
+        const auto targets = take_rows(batch.targets, {shard.begin * o.model.seq, shard.end * o.model.seq});
+        auto loss = cross_entropy(model(tokens), targets);
         backward(loss);
+        data_parallel.synchronize();
         adam.step();
         adam.zero_grad();
         tape().clear();
-        loss_value = loss.value()();
+        loss_value = global_mean(ctx, loss.value()());
         const bool eval_now = step % o.eval_every == 0 || step == o.steps;
         if (eval_now) {
-            acc = copy_task::accuracy(model, held_out);
+            acc = held_out_accuracy();
             curve.eval_steps.push_back(step), curve.accuracy.push_back(acc);
         }
         curve.steps.push_back(step), curve.loss.push_back(loss_value);
@@ -101,11 +126,12 @@ int train_copy(const CopyOptions& o) {
                     o.steps - first_step + 1, seconds, loss_value, acc));
     if (o.out.empty()) return 0;
     const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
-                                    {"seconds", seconds}, {"seed", o.seed}};
+                                    {"seconds", seconds}, {"seed", o.seed}, {"world_size", ctx.world_size()}};
     curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
                               o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr);
-    write_train_outputs(o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam, o.steps,
-                        generators, o.model.config());
+    write_train_outputs(ctx, o.out, metrics, csv, curve, root ? attention_picture(model, held_out, o.steps)
+                                                              : std::vector<unsigned char>{},
+                        model, adam, o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }
@@ -119,11 +145,14 @@ void setup_train_copy(CLI::App& copy) {
     copy.add_option("--embed", o.model.embed, "embedding dimension")->check(at_least(1));
     copy.add_option("--heads", o.model.heads, "attention heads (must divide --embed)")->check(at_least(1));
     copy.add_option("--steps", o.steps, "training steps")->check(at_least(1));
-    copy.add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
+    copy.add_option("--batch", o.batch, "sequences per step (under mpirun: in all, split evenly over the ranks)")->check(at_least(1));
     copy.add_option("--lr", o.lr, "Adam learning rate")->check(positive());
     copy.add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
     add_train_run_options(copy, o);
+    copy.add_flag("--deterministic", o.deterministic,
+                  "under mpirun: sum gradients in rank order (bitwise the same on every rank and every run)");
     copy.callback([] { selected_action() = [] { return train_copy(o); }; });
+    data_parallel_commands().insert(&copy);
 }
 
 }  // namespace xgrad::cli

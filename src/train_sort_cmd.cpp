@@ -74,6 +74,7 @@ std::vector<unsigned char> attention_picture(const sort_task::Model<float>& mode
 
 int train_sort(const SortOptions& o) {
     set_num_threads(std::size_t(o.threads));
+    const dist::Context& ctx = process_group();  // one process: train sort is not data-parallel
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     sort_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
@@ -86,7 +87,7 @@ int train_sort(const SortOptions& o) {
     io::NamedGenerators generators = named_generators(model, "model.");
     generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
     const int first_step =
-        o.resume.empty() ? 1 : resume_checkpoint(o, "train sort", o.model.config(), model, adam, generators);
+        o.resume.empty() ? 1 : resume_checkpoint(ctx, o, "train sort", o.model.config(), model, adam, generators);
     Generator held_out_draws = held_out_gen;
     const auto held_out = sort_task::make_batch(std::size_t(o.eval_sequences), o.model.seq, o.model.vocab, held_out_draws);
 
@@ -94,7 +95,7 @@ int train_sort(const SortOptions& o) {
         if (!o.quiet) fmt::print("{}\n", line);
     };
     say(describe(o) + (o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    TrainProgress progress = train_progress(o, first_step);
+    TrainProgress progress = train_progress(o, first_step, o.quiet);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
     std::string csv = "step,loss,exact_match,token_accuracy,lr\n";
     LossCurve curve;
@@ -133,8 +134,8 @@ int train_sort(const SortOptions& o) {
                                     {"seconds", seconds},
                                     {"seed", o.seed}};
     curve.title = describe(o) + "; accuracy: held-out exact match";
-    write_train_outputs(o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam, o.steps,
-                        generators, o.model.config());
+    write_train_outputs(ctx, o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam,
+                        o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }

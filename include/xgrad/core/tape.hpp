@@ -80,6 +80,19 @@ inline void check_forward(const Node& n) {
 }
 }  // namespace detail
 
+class Tape;
+
+// Told about every backward pass of a tape as it runs (Tape::set_observer): dist::DataParallel
+// starts reducing a parameter's gradient as soon as the walk has passed its last use.
+class BackwardObserver {
+public:
+    virtual ~BackwardObserver() = default;
+    // Before the walk from node `root` (nodes 0..root are on `tape`).
+    virtual void backward_begins(const Tape& tape, std::size_t root) = 0;
+    // Every node at `position` or after has passed its gradient on.
+    virtual void backward_passed(std::size_t position) = 0;
+};
+
 // Records op nodes in order. clear() keeps the node objects: the next step's i-th node of the
 // same type reuses the i-th slot and its buffers, so a steady training loop stops allocating.
 class Tape {
@@ -142,12 +155,21 @@ public:
     // Backpropagates from node `root` (whose gradient is already seeded): every recorded node
     // before it with a gradient passes it on, in reverse recording order.
     void run_backward(std::size_t root) {
+        if (observer_) observer_->backward_begins(*this, root);
         if (detail::anomaly_mode()) return run_backward_checked(root);
         for (std::size_t i = root + 1; i-- > 0;) {
             Node& n = *nodes_[i];
             if (n.requires_grad && n.has_grad()) n.backward();
+            if (observer_) observer_->backward_passed(i);
         }
     }
+    // At most one observer; nullptr removes it.
+    void set_observer(BackwardObserver* observer) {
+        if (observer && observer_ && observer != observer_)
+            throw tape_error("Tape::set_observer: the tape already has a backward observer");
+        observer_ = observer;
+    }
+    BackwardObserver* observer() const { return observer_; }
     // Intermediate gradients from an earlier backward are forgotten before a new one.
     void reset_grads(std::size_t upto) {
         for (std::size_t i = 0; i <= upto && i < size_; ++i) nodes_[i]->reset_grad();
@@ -174,11 +196,13 @@ private:
                 if (const std::string what = input->nonfinite(true); !what.empty())
                     throw anomaly_error("anomaly: the backward of " + detail::describe(n) + " produced " + what +
                                         " in the gradient of its input " + detail::describe(*input));
+            if (observer_) observer_->backward_passed(i);
         }
     }
 
     std::vector<std::shared_ptr<Node>> nodes_;
     std::size_t size_ = 0;
+    BackwardObserver* observer_ = nullptr;
 };
 
 namespace detail {

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Data-parallel scaling of `xgrad bench` (docs/distributed.md): alternates, for --rounds rounds,
+#   1 process of 1 thread | 2 ranks of 1 thread (mpirun, overlap) | 2 ranks without overlap |
+#   1 process of 2 threads
+# on one workload (default: base, B 8, L 128, E 512, H 8) and prints each one's median step time,
+# global throughput (sequences/s), the ratio to 1 process of 1 thread, and the median time per
+# step spent in synchronize() (the reduction not hidden behind backward), with the load average.
+#   bench/dist_scaling.sh [--rounds 5] [--steps 20] [BUILD_DIR]
+set -eu
+rounds=5 steps=20
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+build=${1:-build}
+here=$(cd "$(dirname "$0")/.." && pwd)
+xgrad=$build/src/xgrad
+mpirun_sh=$here/tests/dist/mpirun.sh
+shape="--batch 8 --seq 128 --embed 512 --heads 8"
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p"; }
+for r in $(seq "$rounds"); do
+  # shellcheck disable=SC2086
+  {
+    printf '1x1 %s\n' "$("$xgrad" bench $shape --steps "$steps" --threads 1)"
+    printf '2x1 %s\n' "$("$mpirun_sh" --timeout 600 -np 2 "$xgrad" bench $shape --steps "$steps" --threads 1)"
+    printf '2x1-no-overlap %s\n' "$("$mpirun_sh" --timeout 600 -np 2 "$xgrad" bench $shape --steps "$steps" --threads 1 --no-overlap)"
+    printf '1x2 %s\n' "$("$xgrad" bench $shape --steps "$steps" --threads 2)"
+  } >> "$out"
+  echo "round $r/$rounds done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+base=$(grep '^1x1 ' "$out" | field median_us | median)
+printf '%-16s %12s %14s %8s %12s\n' "processes x threads" "step (ms)" "sequences/s" "ratio" "reduce (ms)"
+for kind in 1x1 2x1 2x1-no-overlap 1x2; do
+  us=$(grep "^$kind " "$out" | field median_us | median)
+  reduce=$(grep "^$kind " "$out" | field reduce_us | median)
+  awk -v k="$kind" -v us="$us" -v b="$base" -v red="$reduce" \
+    'BEGIN { printf "%-19s %12.2f %14.1f %8.2f %12.3f\n", k, us / 1000, 8e6 / us, b / us, red / 1000 }'
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
