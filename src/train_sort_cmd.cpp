@@ -133,7 +133,9 @@ int train_sort(const SortOptions& o) {
                                     {"eval_sequences", o.eval_sequences},
                                     {"seconds", seconds},
                                     {"seed", o.seed}};
-    curve.title = describe(o) + "; accuracy: held-out exact match";
+    curve.title = fmt::format("sort task: {} digits, d_model {}, {} heads, {}+{} layers", o.model.seq, o.model.d_model,
+                              o.model.heads, o.model.layers, o.model.layers);
+    curve.accuracy_name = "held-out exact match";
     write_train_outputs(ctx, o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam,
                         o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
