@@ -1,8 +1,12 @@
 // Writing your own op and verifying it with gradcheck.
 //
-// An op is a node struct: it holds its inputs, computes its value, and in backward() reads its
-// output gradient and ACCUMULATES into its inputs' gradients. Here: softplus(x) = log(1 + e^x),
-// whose derivative is sigmoid(x).
+// An op is a node struct plus a short function:
+//   - the node holds its inputs (inputs() names them), computes its value in forward(), and in
+//     backward() reads its output gradient and ACCUMULATES into its inputs' gradients;
+//   - the function checks its arguments and calls xgrad::make_op, which records the node on the
+//     tape (or not, when nothing needs a gradient), hands it the inputs, sizes its value and runs
+//     forward.
+// Here: softplus(x) = log(1 + e^x), whose derivative is sigmoid(x).
 #include <cmath>
 #include <iostream>
 
@@ -13,9 +17,18 @@ class SoftplusNode final : public xgrad::TensorNode<T, N> {
 public:
     xgrad::Var<T, N> x;
     const char* op_name() const override { return "softplus"; }
+    // The input slots, in the order make_op receives the inputs.
+    auto inputs() { return std::tie(x); }
+    // A node that is not recorded (nothing needs a gradient) drops its inputs after forward.
     void release_inputs() override { x = {}; }
     // For tape listings (xgrad::TapeGraph, `xgrad inspect`): the inputs this node holds.
     void for_each_input(const xgrad::Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
+    // make_op has sized this->value to the output's shape: write it in place.
+    void forward() {
+        const T* px = x.value().data();
+        T* y = this->value.data();
+        for (std::size_t i = 0; i < this->value.size(); ++i) y[i] = std::log1p(std::exp(px[i]));
+    }
     void backward() override {
         if (!x.requires_grad()) return;
         auto& gx = x.node()->grad_buffer();
@@ -28,10 +41,8 @@ public:
 
 template <xgrad::Real T, std::size_t N>
 xgrad::Var<T, N> softplus(const xgrad::Var<T, N>& x) {
-    auto node = xgrad::make_node<SoftplusNode<T, N>>(x.requires_grad());
-    node->x = x;
-    node->value = xt::log1p(xt::exp(x.value()));
-    return xgrad::Var<T, N>(node);
+    // make_op<Node>(output shape, forward, inputs...): the lambda may set node parameters first
+    return xgrad::make_op<SoftplusNode<T, N>>(x.shape(), [](auto& node) { node.forward(); }, x);
 }
 
 int main() {

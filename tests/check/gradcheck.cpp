@@ -17,7 +17,9 @@ public:
     Var<T, N> x;
     Bug bug = Bug::none;
     const char* op_name() const override { return "triple"; }
+    auto inputs() { return std::tie(x); }
     void release_inputs() override { x = {}; }
+    void forward() { this->value = 3.0 * x.value(); }
     void backward() override {
         auto& gx = x.node()->grad_buffer();
         if (bug == Bug::missing) return;
@@ -27,11 +29,10 @@ public:
 };
 template <std::size_t N>
 Var<double, N> triple(const Var<double, N>& x, Bug bug) {
-    auto n = make_node<TripleNode<double, N>>(x.requires_grad());
-    n->x = x;
-    n->bug = bug;
-    n->value = 3.0 * x.value();
-    return Var<double, N>(n);
+    return make_op<TripleNode<double, N>>(x.shape(), [&](auto& node) {
+        node.bug = bug;
+        node.forward();
+    }, x);
 }
 }  // namespace
 

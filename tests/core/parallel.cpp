@@ -1,8 +1,11 @@
 // xgrad's threads: parallel_for covers every index once, nests serially, stays serial for small
-// work; GEMMs, MultiheadAttention and Adam give the same results on 1 and 2 threads.
+// work and splits only into shares worth a thread, reaches spinning and sleeping workers; GEMMs,
+// MultiheadAttention and Adam give the same results on 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "xgrad/xgrad.hpp"
@@ -21,6 +24,7 @@ TEST_CASE("parallel_for covers [0, n) exactly once, in disjoint ranges") {
     Threads two(2);
     CHECK(num_threads() == 2);
     for (std::size_t n : {2, 3, 1000}) {
+        set_num_threads(2);  // forgets a split that lost (the bodies are too small to pay)
         std::vector<std::atomic<int>> hits(n);
         std::atomic<int> calls{0};
         parallel_for(n, 1e12, [&](std::size_t begin, std::size_t end) {
@@ -53,6 +57,40 @@ TEST_CASE("parallel_for runs serially for little work, inside another loop, and 
     parallel_for(100, 1e12, [&](std::size_t b, std::size_t e) { ranges.push_back({b, e}); });
     CHECK(ranges == std::vector<std::pair<std::size_t, std::size_t>>{{0, 100}});
     CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: the thread count must be positive, got 0", value_error);
+}
+
+TEST_CASE("parallel_for splits only into shares of at least parallel_min_share flops") {
+    const auto ranges_of = [](double shares) {
+        set_num_threads(num_threads());  // forgets a split that lost (the bodies are too small to pay)
+        std::atomic<int> calls{0};
+        parallel_for(1000, shares * parallel_min_share, [&](std::size_t, std::size_t) { ++calls; });
+        return calls.load();
+    };
+    {
+        Threads two(2);
+        CHECK(ranges_of(1.9) == 1);
+        CHECK(ranges_of(2.0) == 2);
+        CHECK(ranges_of(50) == 2);  // never more ranges than threads
+    }
+    Threads three(3);
+    CHECK(ranges_of(1.9) == 1);
+    CHECK(ranges_of(2.5) == 2);  // 2 shares: the third thread would get less than one
+    CHECK(ranges_of(3.0) == 3);
+}
+
+TEST_CASE("loops right after one another and after a pause reach spinning and sleeping workers alike") {
+    Threads two(2);
+    const std::size_t n = 64;
+    for (int round = 0; round < 300; ++round) {
+        // no pause (the worker still spins), 20 µs (within the spin budget), 200 µs (it sleeps)
+        const int pause_us[] = {0, 20, 200};
+        std::this_thread::sleep_for(std::chrono::microseconds(pause_us[round % 3]));
+        std::vector<int> hits(n, 0);  // each range writes its own elements only
+        parallel_for(n, 1e12, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) hits[i] += 1;
+        });
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(hits[i] == 1);
+    }
 }
 
 TEST_CASE("a GEMM split over 2 threads equals the naive product, for every transpose, in place, with a bias") {

@@ -180,11 +180,19 @@ void visit_vars(const Expr<Op, Cs...>& e, const Node::InputVisitor& f) {
     boost::hana::for_each(e.children, [&](const auto& c) { visit_vars(c, f); });
 }
 
+// An op's input that is an expression needs a gradient when some Var in it does (for make_op).
+template <LazyExpression E>
+bool input_requires_grad(const E& e) {
+    return needs_grad(e);
+}
+
 // The tape node of a materialized expression.
 template <class E>
 class ExprNode final : public TensorNode<typename E::value_type, E::rank> {
 public:
     std::optional<E> expr;
+    auto inputs() { return std::tie(expr); }
+    void forward() { xt::noalias(this->value) = eval_value(*expr); }
     void backward() override { backprop(*expr, this->grad_buffer()); }
     void release_inputs() override { expr.reset(); }
     void for_each_input(const Node::InputVisitor& f) const override {
@@ -202,12 +210,7 @@ Var<typename E::value_type, E::rank> eval(const E& e) {
     if constexpr (requires { e.node(); }) {
         return e;  // already a Var
     } else {
-        const auto shape = expr_shape(e);
-        auto node = make_node<ExprNode<E>>(needs_grad(e));
-        if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-        xt::noalias(node->value) = eval_value(e);
-        if (node->requires_grad) node->expr = e;
-        return Var<typename E::value_type, E::rank>(node);
+        return make_op<ExprNode<E>>(expr_shape(e), [](auto& node) { node.forward(); }, e);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -183,7 +184,8 @@ void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
 }
 
 // Creates the output node of an op: on the current tape when grad is enabled and some input
-// requires grad, otherwise a free-standing node that requires nothing.
+// requires grad, otherwise a free-standing node that requires nothing. Ops call make_op below,
+// which calls this.
 template <class NodeT>
 std::shared_ptr<NodeT> make_node(bool any_input_requires_grad) {
     if (any_input_requires_grad && grad_enabled()) return tape().record<NodeT>();
@@ -193,9 +195,38 @@ std::shared_ptr<NodeT> make_node(bool any_input_requires_grad) {
     return n;
 }
 
-template <class... Vs>
-bool any_requires_grad(const Vs&... vs) {
-    return (vs.requires_grad() || ...);
+// Does an op's input need a gradient? A Var (an empty one, e.g. an absent bias: no) or a list of
+// Vars here; other input kinds (an expression, an attention head operand) overload it beside their
+// type, found by argument-dependent lookup.
+template <Real T, std::size_t N>
+bool input_requires_grad(const Var<T, N>& v) {
+    return v && v.requires_grad();
+}
+template <Real T, std::size_t N>
+bool input_requires_grad(const std::vector<Var<T, N>>& vs) {
+    return std::any_of(vs.begin(), vs.end(), [](const Var<T, N>& v) { return input_requires_grad(v); });
+}
+
+// The one way an op makes its output: make_op<NodeT>(out_shape, forward, inputs...)
+//   1. records a NodeT on the tape when grad is enabled and some input requires grad, otherwise
+//      makes a free-standing node that requires nothing (make_node);
+//   2. copies the inputs into the node's input slots, NodeT::inputs() (a std::tie of its members,
+//      in the order of `inputs`), for forward to read;
+//   3. sizes the node's value to out_shape: a node the tape reuses keeps its buffer, so a steady
+//      step allocates nothing here;
+//   4. runs forward(node), which sets the node's parameters and writes node.value;
+//   5. a free-standing node then drops its inputs (release_inputs); a recorded one keeps them
+//      for backward.
+//
+//   return make_op<MatmulNode<T, 2, 2>>(shape, [&](auto& n) { n.m = m; ...; n.forward(); }, a, b);
+template <class NodeT, class Shape, class Forward, class... Inputs>
+Var<typename NodeT::value_type, NodeT::rank> make_op(const Shape& out_shape, Forward&& forward, const Inputs&... inputs) {
+    auto node = make_node<NodeT>((input_requires_grad(inputs) || ...));
+    node->inputs() = std::tie(inputs...);
+    if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
+    forward(*node);
+    if (!node->requires_grad) node->release_inputs();
+    return Var<typename NodeT::value_type, NodeT::rank>(std::move(node));
 }
 
 namespace detail {

@@ -21,6 +21,7 @@ public:
     std::vector<T> multiplier;  // the scaled mask, reused by backward
 
     const char* op_name() const override { return "dropout"; }
+    auto inputs() { return std::tie(x); }
     void release_inputs() override { x = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
@@ -55,12 +56,7 @@ Var<T, N> dropout(const Var<T, N>& x, double p, bool training, Generator& gen) {
     if (!(p >= 0 && p <= 1))
         throw value_error("dropout: probability p must be in [0, 1], got " + std::to_string(p));
     if (!training || p == 0) return x;
-    auto node = make_node<detail::DropoutNode<T, N>>(x.requires_grad());
-    node->x = x;
-    if (node->value.shape() != x.shape()) node->value.resize(x.shape());
-    node->forward(p, gen);
-    if (!node->requires_grad) node->x = {};
-    return Var<T, N>(node);
+    return make_op<detail::DropoutNode<T, N>>(x.shape(), [&](auto& node) { node.forward(p, gen); }, x);
 }
 
 template <LazyExpression E>

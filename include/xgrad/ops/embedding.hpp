@@ -27,10 +27,13 @@ public:
     std::optional<std::size_t> padding;  // this row receives no gradient
 
     const char* op_name() const override { return "embedding"; }
+    auto inputs() { return std::tie(weight); }
     void release_inputs() override { weight = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weight); }
 
-    void forward(const T* w, std::size_t E) {
+    void forward() {
+        const std::size_t E = weight.shape(1);
+        const T* w = weight.value().data();
         T* dst = this->value.data();
         for (std::size_t k = 0; k < rows.size(); ++k) {
             const T* src = w + rows[k] * E;
@@ -91,16 +94,14 @@ Var<T, M + 1> embedding(const Var<T, 2>& weight, const xt::xtensor<std::int64_t,
                               detail::index_position(indices.shape(), k) + " of indices " +
                               shape_str(indices.shape()) + " is out of range [0, " + std::to_string(V) +
                               ") for weight " + shape_str(weight.shape()));
-    auto node = make_node<detail::EmbeddingNode<T, M>>(weight.requires_grad());
-    node->rows.assign(idx, idx + indices.size());
-    node->padding = padding;
     std::array<std::size_t, M + 1> shape;
     for (std::size_t d = 0; d < M; ++d) shape[d] = indices.shape()[d];
     shape[M] = E;
-    if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-    node->forward(weight.value().data(), E);
-    if (node->requires_grad) node->weight = weight;
-    return Var<T, M + 1>(node);
+    return make_op<detail::EmbeddingNode<T, M>>(shape, [&](auto& node) {
+        node.rows.assign(idx, idx + indices.size());
+        node.padding = padding;
+        node.forward();
+    }, weight);
 }
 
 }  // namespace xgrad

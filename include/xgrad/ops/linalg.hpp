@@ -33,13 +33,15 @@ public:
     std::size_t batches = 1, m = 0, k = 0, n = 0;
 
     const char* op_name() const override { return "matmul"; }
+    auto inputs() { return std::tie(a, b); }
     void release_inputs() override {
         a = {};
         b = {};
     }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, a, b); }
 
-    void forward(const T* pa, const T* pb) {
+    void forward() {
+        const T *pa = a.value().data(), *pb = b.value().data();
         T* py = this->value.data();
         // Y_i (M,N) = A_i (M,K) · B_i (K,N)
         for (std::size_t i = 0; i < batches; ++i)
@@ -81,26 +83,21 @@ Var<T, NA> matmul_vars(const Var<T, NA>& a, const Var<T, NB>& b) {
         if (!std::equal(sa.begin(), sa.end() - 2, sb.begin()))
             throw shape_error("matmul: batch dimensions differ: a " + shape_str(sa) + " and b " + shape_str(sb));
 
-    auto node = make_node<MatmulNode<T, NA, NB>>(any_requires_grad(a, b));
-    if (node->requires_grad) {
-        node->a = a;
-        node->b = b;
-    }
-    node->k = sa[NA - 1];
-    node->n = sb[NB - 1];
-    if constexpr (NB == NA) {
-        node->batches = extent_product(sa, 0, NA - 2);
-        node->m = sa[NA - 2];
-    } else {  // fold every leading dimension of a into the rows of one GEMM
-        node->batches = 1;
-        node->m = extent_product(sa, 0, NA - 1);
-    }
     std::array<std::size_t, NA> shape;
     std::copy(sa.begin(), sa.end(), shape.begin());
-    shape[NA - 1] = node->n;
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward(a.value().data(), b.value().data());
-    return Var<T, NA>(node);
+    shape[NA - 1] = sb[NB - 1];
+    return make_op<MatmulNode<T, NA, NB>>(shape, [&](auto& node) {
+        node.k = sa[NA - 1];
+        node.n = sb[NB - 1];
+        if constexpr (NB == NA) {
+            node.batches = extent_product(sa, 0, NA - 2);
+            node.m = sa[NA - 2];
+        } else {  // fold every leading dimension of a into the rows of one GEMM
+            node.batches = 1;
+            node.m = extent_product(sa, 0, NA - 1);
+        }
+        node.forward();
+    }, a, b);
 }
 
 // sum (n) = Σ_r y (rows,n) + beta · sum, each column summed over the rows in order, in registers:
@@ -132,6 +129,7 @@ public:
     std::size_t rows = 0, in = 0, out = 0;
 
     const char* op_name() const override { return "linear"; }
+    auto inputs() { return std::tie(x, weight, bias); }
     void release_inputs() override {
         x = {};
         weight = {};
@@ -139,9 +137,10 @@ public:
     }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
-    void forward(const T* px, const T* pw, const T* pb) {
-        // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (pb null: no bias)
-        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), px, pw, T(0), this->value.data(), pb);
+    void forward() {
+        // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
+        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
+                   T(0), this->value.data(), bias ? bias.value().data() : nullptr);
     }
 
     void backward() override {
@@ -176,22 +175,15 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
         throw shape_error("linear: bias has shape " + shape_str(bias->shape()) + " but weight has shape " +
                           shape_str(sw) + ": expected bias (" + std::to_string(sw[0]) + ",)");
 
-    const bool needs = any_requires_grad(x, weight) || (bias && bias->requires_grad());
-    auto node = make_node<LinearNode<T, N>>(needs);
-    if (node->requires_grad) {
-        node->x = x;
-        node->weight = weight;
-        node->bias = bias ? *bias : Var<T, 1>{};
-    }
-    node->rows = extent_product(sx, 0, N - 1);
-    node->in = sx[N - 1];
-    node->out = sw[0];
     std::array<std::size_t, N> shape;
     std::copy(sx.begin(), sx.end(), shape.begin());
-    shape[N - 1] = node->out;
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward(x.value().data(), weight.value().data(), bias ? bias->value().data() : nullptr);
-    return Var<T, N>(node);
+    shape[N - 1] = sw[0];
+    return make_op<LinearNode<T, N>>(shape, [&](auto& node) {
+        node.rows = extent_product(sx, 0, N - 1);
+        node.in = sx[N - 1];
+        node.out = sw[0];
+        node.forward();
+    }, x, weight, bias ? *bias : Var<T, 1>{});
 }
 
 }  // namespace detail

@@ -52,6 +52,7 @@ public:
     LossMode mode = LossMode::mean;
 
     const char* op_name() const override { return "mse_loss"; }
+    auto inputs() { return std::tie(input, target); }
     void release_inputs() override { input = {}, target = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, input, target); }
 
@@ -123,14 +124,12 @@ Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMod
     if (input.shape() != target.shape())
         throw shape_error("mse_loss: input " + shape_str(input.shape()) + " and target " + shape_str(target.shape()) +
                           " must have the same shape");
-    auto node = make_node<MseLossNode<T, N, M>>(any_requires_grad(input, target));
-    node->input = input, node->target = target, node->mode = mode;
     std::array<std::size_t, M> shape;
     if constexpr (M > 0) std::copy(input.shape().begin(), input.shape().end(), shape.begin());
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
-    if (!node->requires_grad) node->release_inputs();
-    return Var<T, M>(node);
+    return make_op<MseLossNode<T, N, M>>(shape, [&](auto& node) {
+        node.mode = mode;
+        node.forward();
+    }, input, target);
 }
 
 // ---- cross_entropy: logits (B, C, d...) seen as (outer = B, C, inner = Πd); class axis 1 ----
@@ -148,6 +147,7 @@ public:
     std::size_t counted = 0;  // non-ignored targets
 
     const char* op_name() const override { return "cross_entropy"; }
+    auto inputs() { return std::tie(logits); }
     void release_inputs() override { logits = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, logits); }
 
@@ -232,15 +232,13 @@ Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int
                               " is out of range for " + std::to_string(C) + " classes [0, " + std::to_string(C) +
                               ") (ignore_index is " + std::to_string(opt.ignore_index) + ")");
     }
-    auto node = make_node<CrossEntropyNode<T, R, M>>(logits.requires_grad());
-    node->logits = logits, node->split = split, node->opt = opt, node->mode = mode;
-    node->targets.assign(targets.begin(), targets.end());
     std::array<std::size_t, M> shape;
     if constexpr (M > 0) shape = expected;
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
-    if (!node->requires_grad) node->release_inputs();
-    return Var<T, M>(node);
+    return make_op<CrossEntropyNode<T, R, M>>(shape, [&](auto& node) {
+        node.split = split, node.opt = opt, node.mode = mode;
+        node.targets.assign(targets.begin(), targets.end());
+        node.forward();
+    }, logits);
 }
 
 }  // namespace detail

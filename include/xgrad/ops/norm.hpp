@@ -21,17 +21,19 @@ public:
     std::vector<double> mean, rstd;  // per row, in double as computed, cached for backward
 
     const char* op_name() const override { return "layer_norm"; }
+    auto inputs() { return std::tie(x, weight, bias); }
     void release_inputs() override { x = {}, weight = {}, bias = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     // x̂ exactly as forward computes it: in double, from the double mean and rstd.
     static double normalized(T x, double mu, double rs) { return (double(x) - mu) * rs; }
 
-    // w and b are null when not affine.
-    void forward(const Var<T, N>& input, const T* w, const T* b, double eps) {
-        const std::size_t C = input.shape()[N - 1], R = C ? input.size() / C : 0;
+    void forward(double eps) {
+        const std::size_t C = x.shape()[N - 1], R = C ? x.size() / C : 0;
         mean.resize(R), rstd.resize(R);
-        const T* src = input.value().data();
+        const T* w = weight ? weight.value().data() : nullptr;  // null when not affine
+        const T* b = bias ? bias.value().data() : nullptr;
+        const T* src = x.value().data();
         T* dst = this->value.data();
         for (std::size_t r = 0; r < R; ++r) {
             const T* xr = src + r * C;
@@ -98,12 +100,7 @@ Var<T, N> layer_norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var
                               shape_str(std::array<std::size_t, 1>{C}) + " to match the last axis of x " +
                               shape_str(x.shape()) + ", got " + shape_str(p->shape()));
     if (!(eps >= 0)) throw value_error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
-    const bool grad = x.requires_grad() || (weight && weight.requires_grad()) || (bias && bias.requires_grad());
-    auto node = make_node<LayerNormNode<T, N>>(grad);
-    if (node->requires_grad) node->x = x, node->weight = weight, node->bias = bias;
-    if (node->value.shape() != x.shape()) node->value.resize(x.shape());
-    node->forward(x, weight ? weight.value().data() : nullptr, bias ? bias.value().data() : nullptr, eps);
-    return Var<T, N>(node);
+    return make_op<LayerNormNode<T, N>>(x.shape(), [&](auto& node) { node.forward(eps); }, x, weight, bias);
 }
 
 }  // namespace detail

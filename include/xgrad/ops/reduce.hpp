@@ -30,11 +30,12 @@ public:
     std::vector<std::size_t> argmax;  // max: winning index along the axis, per output element
 
     const char* op_name() const override { return reduction_name(kind); }
+    auto inputs() { return std::tie(x); }
     void release_inputs() override { x = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
-    void forward(const Var<T, N>& input) {
-        const T* src = input.value().data();
+    void forward() {
+        const T* src = x.value().data();
         T* dst = this->value.data();
         const auto [outer, extent, inner] = split;
         if (kind == Reduction::max) argmax.assign(outer * inner, 0);
@@ -88,16 +89,14 @@ template <std::size_t M, Real T, std::size_t N, class Shape>
 Var<T, M> reduce(const Var<T, N>& x, Reduction kind, AxisSplit split, const Shape& out_shape, bool all_reduce) {
     if (kind == Reduction::max && split.extent == 0 && split.outer * split.inner > 0)
         throw shape_error("max: cannot reduce over an empty axis of operand of shape " + shape_str(x.shape()));
-    auto node = make_node<ReduceNode<T, N, M>>(x.requires_grad());
-    if (node->requires_grad) node->x = x;
-    node->kind = kind;
-    node->split = split;
-    node->all_reduce = all_reduce;
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward(x);
-    return Var<T, M>(node);
+    return make_op<ReduceNode<T, N, M>>(shape, [&](auto& node) {
+        node.kind = kind;
+        node.split = split;
+        node.all_reduce = all_reduce;
+        node.forward();
+    }, x);
 }
 
 template <Real T, std::size_t N>

@@ -22,6 +22,7 @@ public:
     std::size_t axis = 0;
 
     const char* op_name() const override { return "concat"; }
+    auto inputs() { return std::tie(xs); }
     void release_inputs() override { xs.clear(); }
     void for_each_input(const Node::InputVisitor& f) const override {
         for (const auto& x : xs) xgrad::visit_inputs(f, x);
@@ -41,10 +42,10 @@ public:
         }
     }
 
-    void forward(const std::vector<Var<T, N>>& inputs) {
+    void forward() {
         T* y = this->value.data();
         for_each_block([&](std::size_t i, std::size_t o, std::size_t offset, std::size_t count) {
-            std::copy_n(inputs[i].value().data() + o * count, count, y + offset);
+            std::copy_n(xs[i].value().data() + o * count, count, y + offset);
         });
     }
 
@@ -75,7 +76,6 @@ Var<T, N> concat(const std::vector<Var<T, N>>& xs, long axis) {
     std::array<std::size_t, N> shape;
     std::copy(xs[0].shape().begin(), xs[0].shape().end(), shape.begin());
     shape[ax] = 0;
-    bool any_grad = false;
     for (std::size_t i = 0; i < xs.size(); ++i) {
         for (std::size_t k = 0; k < N; ++k)
             if (k != ax && xs[i].shape(k) != xs[0].shape(k))
@@ -83,16 +83,13 @@ Var<T, N> concat(const std::vector<Var<T, N>>& xs, long axis) {
                                   " but input 0 has shape " + shape_str(xs[0].shape()) +
                                   "; all dims except axis " + std::to_string(ax) + " must match");
         shape[ax] += xs[i].shape(ax);
-        any_grad |= xs[i].requires_grad();
     }
-    auto node = make_node<detail::ConcatNode<T, N>>(any_grad);
-    if (node->requires_grad) node->xs = xs;
-    node->extents.resize(xs.size());
-    for (std::size_t i = 0; i < xs.size(); ++i) node->extents[i] = xs[i].shape(ax);
-    node->axis = ax;
-    if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-    node->forward(xs);
-    return Var<T, N>(node);
+    return make_op<detail::ConcatNode<T, N>>(shape, [&](auto& node) {
+        node.extents.resize(xs.size());
+        for (std::size_t i = 0; i < xs.size(); ++i) node.extents[i] = xs[i].shape(ax);
+        node.axis = ax;
+        node.forward();
+    }, xs);
 }
 // concat({a, b, c}, axis)
 template <Real T, std::size_t N>

@@ -105,10 +105,12 @@ public:
     const char* name = "view";
 
     const char* op_name() const override { return name; }
+    auto inputs() { return std::tie(x); }
     void release_inputs() override { x = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
-    void forward(const T* src) {
+    void forward() {
+        const T* src = x.value().data();
         T* dst = this->value.data();
         for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
             if (s == 1) std::copy_n(src + i, n, dst + o);
@@ -137,16 +139,14 @@ public:
 // Records y = x gathered through `map` with output shape `out_shape` (its size must be map.size()).
 template <std::size_t M, Real T, std::size_t N, class Shape>
 Var<T, M> gather(const Var<T, N>& x, const Shape& out_shape, StridedMap map, const char* name) {
-    auto node = make_node<GatherNode<T, N, M>>(x.requires_grad());
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
     map.simplify();
-    if (node->requires_grad) node->x = x;
-    node->map = map;
-    node->name = name;
-    if (!std::equal(shape.begin(), shape.end(), node->value.shape().begin())) node->value.resize(shape);
-    node->forward(x.value().data());
-    return Var<T, M>(node);
+    return make_op<GatherNode<T, N, M>>(shape, [&](auto& node) {
+        node.map = map;
+        node.name = name;
+        node.forward();
+    }, x);
 }
 
 // The map that walks x's axes in the order `order` (a permutation of 0..N-1).

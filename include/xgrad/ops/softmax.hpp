@@ -28,8 +28,8 @@ namespace xgrad {
 namespace detail {
 
 // y = softmax or log_softmax of x along one axis, seen as x (outer, A, inner).
-// forward() normalizes this->value IN PLACE: the caller fills it with the scores first (x itself,
-// or x with -inf at masked positions). backward() needs only the output y, never the mask.
+// forward() copies x into this->value and normalizes it there IN PLACE, applying the masks of
+// masked_softmax on the way. backward() needs only the output y, never the mask.
 template <Real T, std::size_t N>
 class SoftmaxNode final : public TensorNode<T, N> {
 public:
@@ -41,11 +41,13 @@ public:
 
     const char* op_name() const override { return name; }
     bool allows_negative_infinity() const override { return log; }  // log 0 of a masked entry
+    auto inputs() { return std::tie(x); }
     void release_inputs() override { x = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     // masks: masked_softmax's, over the last axis (inner 1)
     void forward(const ScoreMasks<T>* masks = nullptr) {
+        xt::noalias(this->value) = x.value();
         const auto [outer, extent, inner] = split;
         const EmptyLine empty = zero_masked_rows ? EmptyLine::zeros : EmptyLine::nan;
         T* y = this->value.data();
@@ -92,16 +94,13 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
     require_var(x, name, "x");
     const std::size_t ax = resolve_axis(axis, x.shape(), name);
-    auto node = make_node<SoftmaxNode<T, N>>(x.requires_grad());
-    node->x = node->requires_grad ? x : Var<T, N>{};
-    node->log = log;
-    node->zero_masked_rows = false;
-    node->name = name;
-    node->split = split_at(x.shape(), ax);
-    if (node->value.shape() != x.shape()) node->value.resize(x.shape());
-    xt::noalias(node->value) = x.value();
-    node->forward();
-    return Var<T, N>(node);
+    return make_op<SoftmaxNode<T, N>>(x.shape(), [&](auto& node) {
+        node.log = log;
+        node.zero_masked_rows = false;
+        node.name = name;
+        node.split = split_at(x.shape(), ax);
+        node.forward();
+    }, x);
 }
 
 // The masks of a masked_softmax over scores of `shape`, merged for the kernels; thrown errors
@@ -117,16 +116,13 @@ const ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] const cha
 // masked_softmax over the last axis of x with masks already merged against x's shape.
 template <Real T, std::size_t N>
 Var<T, N> masked_softmax_merged(const Var<T, N>& x, const ScoreMasks<T>& masks) {
-    auto node = make_node<SoftmaxNode<T, N>>(x.requires_grad());
-    node->x = node->requires_grad ? x : Var<T, N>{};
-    node->log = false;
-    node->zero_masked_rows = true;
-    node->name = "masked_softmax";
-    node->split = split_at(x.shape(), N - 1);
-    if (node->value.shape() != x.shape()) node->value.resize(x.shape());
-    xt::noalias(node->value) = x.value();
-    node->forward(&masks);
-    return Var<T, N>(node);
+    return make_op<SoftmaxNode<T, N>>(x.shape(), [&](auto& node) {
+        node.log = false;
+        node.zero_masked_rows = true;
+        node.name = "masked_softmax";
+        node.split = split_at(x.shape(), N - 1);
+        node.forward(&masks);
+    }, x);
 }
 
 template <class M, std::size_t N>

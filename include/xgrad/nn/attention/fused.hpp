@@ -42,6 +42,7 @@ public:
     std::vector<T> probs_t;      // per (b, h): Pᵀ, rows [0, S') of (S, ld) used; kept for backward
 
     const char* op_name() const override { return "attention"; }
+    auto inputs() { return std::tie(q, k, v); }
     void release_inputs() override { q.source = {}, k.source = {}, v.source = {}; }
     void for_each_input(const Node::InputVisitor& f) const override {
         xgrad::visit_inputs(f, q.source, k.source, v.source);
@@ -183,14 +184,12 @@ Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, cons
                           FillMasks fill_masks, const HeadLayout& out, const std::array<std::size_t, 3>& out_shape) {
     check_head_operands(q.layout, k.layout, "query and key");
     check_head_operands(k.layout, v.layout, "key and value");
-    auto node = make_node<FusedAttentionNode<T>>(any_requires_grad(q.source, k.source, v.source));
-    node->q = q, node->k = k, node->v = v, node->out = out, node->scale = scale;
-    node->masks.reset(std::array<std::size_t, 3>{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len});
-    fill_masks(node->masks);
-    if (node->value.shape() != out_shape) node->value.resize(out_shape);
-    node->forward();
-    if (!node->requires_grad) node->release_inputs();
-    return Var<T, 3>(node);
+    return make_op<FusedAttentionNode<T>>(out_shape, [&](auto& node) {
+        node.out = out, node.scale = scale;
+        node.masks.reset(std::array<std::size_t, 3>{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len});
+        fill_masks(node.masks);
+        node.forward();
+    }, q, k, v);
 }
 
 }  // namespace xgrad::nn::detail

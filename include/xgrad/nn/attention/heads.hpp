@@ -38,6 +38,11 @@ struct HeadOperand {
     Var<T, 3> source;
     HeadLayout layout;
 };
+// For make_op: a head operand needs a gradient when its source does.
+template <Real T>
+bool input_requires_grad(const HeadOperand<T>& x) {
+    return xgrad::input_requires_grad(x.source);
+}
 
 // q and k (or k and v) must split into heads of the same batch, count and size.
 inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const char* what) {

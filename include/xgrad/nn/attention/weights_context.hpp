@@ -43,6 +43,7 @@ public:
     xt::xtensor<T, 3> dscores;   // backward's scratch, kept across steps
 
     const char* op_name() const override { return "attention_weights"; }
+    auto inputs() { return std::tie(q, k); }
     void release_inputs() override { q.source = {}, k.source = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, q.source, k.source); }
 
@@ -130,6 +131,7 @@ public:
     std::vector<KeyRange> live;  // per (b, h): the keys outside which P is 0 (AttentionWeightsNode)
 
     const char* op_name() const override { return "attention_context"; }
+    auto inputs() { return std::tie(weights, v); }
     void release_inputs() override { weights = {}, v.source = {}; }
     void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weights, v.source); }
 
@@ -179,15 +181,13 @@ public:
 template <Real T, class FillMasks>
 Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, FillMasks fill_masks) {
     check_head_operands(q.layout, k.layout, "query and key");
-    auto node = make_node<AttentionWeightsNode<T>>(any_requires_grad(q.source, k.source));
-    node->q = q, node->k = k, node->scale = scale;
     const std::array<std::size_t, 3> shape{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len};
-    node->masks.reset(shape);
-    fill_masks(node->masks);
-    if (node->value.shape() != shape) node->value.resize(shape);
-    node->forward();
-    if (!node->requires_grad) node->release_inputs();
-    return Var<T, 3>(node);
+    return make_op<AttentionWeightsNode<T>>(shape, [&](auto& node) {
+        node.scale = scale;
+        node.masks.reset(shape);
+        fill_masks(node.masks);
+        node.forward();
+    }, q, k);
 }
 
 // The keys each head of P does not wholly ignore; P is a result of attention_weights.
@@ -201,13 +201,11 @@ const std::vector<KeyRange>& live_keys_of(const Var<T, 3>& weights) {
 template <Real T>
 Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, const HeadLayout& out,
                             const std::array<std::size_t, 3>& out_shape, const std::vector<KeyRange>& live) {
-    auto node = make_node<AttentionContextNode<T>>(any_requires_grad(weights, v.source));
-    node->weights = weights, node->v = v, node->out = out;
-    node->live.assign(live.begin(), live.end());
-    if (node->value.shape() != out_shape) node->value.resize(out_shape);
-    node->forward();
-    if (!node->requires_grad) node->release_inputs();
-    return Var<T, 3>(node);
+    return make_op<AttentionContextNode<T>>(out_shape, [&](auto& node) {
+        node.out = out;
+        node.live.assign(live.begin(), live.end());
+        node.forward();
+    }, weights, v);
 }
 
 }  // namespace xgrad::nn::detail
