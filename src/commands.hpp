@@ -11,6 +11,7 @@
 namespace xgrad::cli {
 
 void setup_train_copy(CLI::App& cmd);
+void setup_train_sort(CLI::App& cmd);
 void setup_train_mlp(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_inspect(CLI::App& cmd);

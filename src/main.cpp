@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
     CLI::App* train = app.add_subcommand("train", "train a model");
     train->require_subcommand(1);
     setup_train_copy(*train->add_subcommand("copy", "attention learns to copy a token sequence (Adam)"));
+    setup_train_sort(*train->add_subcommand(
+        "sort", "a Transformer encoder-decoder learns to sort digits (greedy decoding, exact match)"));
     setup_train_mlp(*train->add_subcommand("mlp", "a small MLP on a synthetic regression task (SGD)"));
     setup_heads(*app.add_subcommand(
         "heads", "label every attention head of a `train copy` checkpoint, rank them by ablation"));

@@ -154,7 +154,7 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     cairo_stroke(cr);
     cv.text("training step", left + pw / 2, H - 18, 14);
     cv.text("cross-entropy loss", 22, top + ph / 2, 14, 0.5, 0.5, true);
-    cv.text("held-out token accuracy", W - 22, top + ph / 2, 14, 0.5, 0.5, true);
+    cv.text(c.accuracy_name, W - 22, top + ph / 2, 14, 0.5, 0.5, true);
     cv.text(c.title, W / 2.0, 24, 15);
 
     cairo_save(cr);

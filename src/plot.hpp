@@ -16,6 +16,7 @@ struct LossCurve {
     std::vector<double> steps, loss;               // one point per training step
     std::vector<double> eval_steps, accuracy;      // the held-out evaluations
     std::string title;
+    std::string accuracy_name = "held-out token accuracy";  // the right axis and the legend
 };
 
 // A line chart: loss (raw, and its moving average) on the left axis, accuracy in [0, 1] on the right.

@@ -4,8 +4,6 @@
 // takes an equal share of every step's batch, and only rank 0 prints and writes.
 #include <cblas.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -19,7 +17,7 @@
 #include "copy_task.hpp"
 #include "distributed.hpp"
 #include "plot.hpp"
-#include "progress.hpp"
+#include "train_common.hpp"
 
 namespace xgrad::cli {
 namespace {
@@ -40,10 +38,6 @@ struct CopyOptions {
     std::string resume;
 };
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-    io::write_file_atomic(path, text.data(), text.size());
-}
-
 // The attention of every head on held-out sequence 0 (the copy task's tokens as labels, | the separator).
 std::vector<unsigned char> attention_picture(const copy_task::Model<float>& model, const copy_task::Batch& held_out,
                                              int step) {
@@ -63,7 +57,6 @@ std::vector<unsigned char> attention_picture(const copy_task::Model<float>& mode
 }
 
 int train_copy(const CopyOptions& o) {
-    namespace fs = std::filesystem;
     set_num_threads(std::size_t(o.threads));
     const dist::Context& ctx = process_group();
     const Shard shard = even_shard(ctx, std::size_t(o.batch), "--batch");
@@ -75,24 +68,8 @@ int train_copy(const CopyOptions& o) {
     // dropouts'), the data stream where it stopped and the (never drawn from) source of the held-out set.
     io::NamedGenerators generators = named_generators(model, "model.");
     generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
-    int first_step = 1;
-    if (!o.resume.empty()) {
-        // The same model first: a different --heads or --seq would otherwise load without complaint.
-        const auto saved = dist::read_checkpoint_config(ctx, o.resume), wanted = o.model.config();
-        std::string made_with, this_run;
-        for (const auto& [key, value] : wanted)
-            if (saved.count(key) && saved.at(key) != value) {
-                made_with += fmt::format(" {}={}", key, saved.at(key));
-                this_run += fmt::format(" {}={}", key, value);
-            }
-        if (!made_with.empty())
-            throw value_error(o.resume + ": the checkpoint was made with" + made_with + ", this run has" + this_run);
-        const auto done = dist::load_checkpoint(ctx, o.resume, model, adam, generators);
-        if (done >= o.steps)
-            throw value_error("train copy: --steps (" + std::to_string(o.steps) + ") must exceed the " +
-                              std::to_string(done) + " steps already taken in " + o.resume);
-        first_step = int(done) + 1;
-    }
+    const int first_step =
+        o.resume.empty() ? 1 : resume_checkpoint(ctx, o, "train copy", o.model.config(), model, adam, generators);
     // Every rank holds rank 0's parameters (the same already: the same seed) and averages gradients.
     dist::DataParallel<float> data_parallel(ctx, model, {.deterministic = o.deterministic});
     Generator held_out_draws = held_out_gen;
@@ -116,10 +93,7 @@ int train_copy(const CopyOptions& o) {
                     o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
                     ctx.world_size() > 1 ? fmt::format(", {} ranks of {} sequences", ctx.world_size(), shard.size()) : "",
                     o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    const ProgressMode mode = quiet                                 ? ProgressMode::quiet
-                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
-                                                                      : ProgressMode::lines;
-    TrainProgress progress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
+    TrainProgress progress = train_progress(o, first_step, quiet);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
     std::string csv = "step,loss,accuracy,lr\n";
     LossCurve curve;
@@ -151,24 +125,13 @@ int train_copy(const CopyOptions& o) {
     say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out token accuracy {:.4f}",
                     o.steps - first_step + 1, seconds, loss_value, acc));
     if (o.out.empty()) return 0;
-    const fs::path out(o.out);
-    if (!root) {  // rank 0 writes the folder; the others give it their generators for the checkpoint
-        dist::save_checkpoint(ctx, out / "checkpoint.npz", model, adam, o.steps, generators, o.model.config());
-        return 0;
-    }
-    // Everything is encoded before the folder is made: a failure leaves no half-filled output.
     const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
                                     {"seconds", seconds}, {"seed", o.seed}, {"world_size", ctx.world_size()}};
     curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
                               o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr);
-    const auto loss_png = loss_chart_png(curve);
-    const auto attention_png = attention_picture(model, held_out, o.steps);
-    fs::create_directories(out);
-    write_text(out / "metrics.json", metrics.dump(2) + "\n");
-    write_text(out / "loss.csv", csv);
-    write_png(out / "loss.png", loss_png);
-    write_png(out / "attention.png", attention_png);
-    dist::save_checkpoint(ctx, out / "checkpoint.npz", model, adam, o.steps, generators, o.model.config());
+    write_train_outputs(ctx, o.out, metrics, csv, curve, root ? attention_picture(model, held_out, o.steps)
+                                                              : std::vector<unsigned char>{},
+                        model, adam, o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
 }
@@ -184,20 +147,8 @@ void setup_train_copy(CLI::App& copy) {
     copy.add_option("--steps", o.steps, "training steps")->check(at_least(1));
     copy.add_option("--batch", o.batch, "sequences per step (under mpirun: in all, split evenly over the ranks)")->check(at_least(1));
     copy.add_option("--lr", o.lr, "Adam learning rate")->check(positive());
-    copy.add_option("--seed", o.seed, "random seed (same seed, same losses)");
-    copy.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
-    copy.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
-    copy.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
-        ->check(at_least(1));
-    auto* quiet = copy.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
-    copy.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
     copy.add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
-    copy.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
-                                "(default: none, nothing is written)");
-    copy.add_option("--resume", o.resume,
-                    "continue from a checkpoint.npz of a run with the same options, up to --steps in all "
-                    "(default: none, from step 1)")
-        ->check(existing_file_on_rank0());
+    add_train_run_options(copy, o);
     copy.add_flag("--deterministic", o.deterministic,
                   "under mpirun: sum gradients in rank order (bitwise the same on every rank and every run)");
     copy.callback([] { selected_action() = [] { return train_copy(o); }; });

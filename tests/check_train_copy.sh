@@ -5,6 +5,7 @@
 # and the copy head.
 set -eu
 xgrad=$1
+. "$(dirname "$0")/train_outputs.sh"
 steps=${XGRAD_TRAIN_COPY_STEPS:-600}
 half=$((steps / 2))
 trained=$([ "$steps" -ge 600 ] && echo yes || echo no)
@@ -12,12 +13,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 "$xgrad" train copy --steps "$steps" --eval-every "$steps" --out "$dir/a" > /dev/null
 "$xgrad" train copy --steps "$steps" --eval-every "$steps" --out "$dir/b" > /dev/null
 cmp "$dir/a/loss.csv" "$dir/b/loss.csv" || { echo "losses differ between two runs with the same seed"; exit 1; }
-for f in metrics.json loss.csv loss.png attention.png checkpoint.npz; do
-  [ -s "$dir/a/$f" ] || { echo "missing $f"; exit 1; }
-done
-for f in loss.png attention.png; do
-  [ "$(head -c 8 "$dir/a/$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || { echo "$f is not a PNG"; exit 1; }
-done
+check_train_outputs "$dir/a"
 acc=$(sed -n 's/.*"accuracy": *\([0-9.e-]*\).*/\1/p' "$dir/a/metrics.json")
 echo "held-out accuracy after $steps steps: $acc"
 if [ "$trained" = yes ]; then
@@ -28,10 +24,7 @@ fi
 "$xgrad" train copy --steps "$half" --eval-every "$steps" --out "$dir/c" > /dev/null
 "$xgrad" train copy --steps "$steps" --eval-every "$steps" --resume "$dir/c/checkpoint.npz" --out "$dir/d" > /dev/null
 rest=$((steps - half))
-[ "$(wc -l < "$dir/d/loss.csv")" -eq $((rest + 1)) ] || { echo "resumed run: expected $rest rows in loss.csv"; exit 1; }
-tail -n "$rest" "$dir/a/loss.csv" > "$dir/a-tail.csv"
-tail -n "$rest" "$dir/d/loss.csv" > "$dir/d-tail.csv"
-cmp "$dir/a-tail.csv" "$dir/d-tail.csv" || { echo "steps $((half + 1))-$steps differ after resuming"; exit 1; }
+check_resumed_tail "$dir/a" "$dir/d" "$rest"
 echo "resume after $half steps: steps $((half + 1))-$steps bit-identical"
 
 # A checkpoint of another model: one line naming the file and the mismatch, exit 2, no output folder.

@@ -30,15 +30,15 @@ done
 run train
 [ "$status" -eq 2 ] || fail "xgrad train: exit status $status, expected 2"
 grep -q "^Usage: xgrad train \[OPTIONS\] SUBCOMMAND$" "$work/err" && grep -Eq "^  copy +attention learns" "$work/err" &&
-    grep -Eq "^  mlp +a small MLP" "$work/err" ||
-    fail "xgrad train does not list copy and mlp: $(cat "$work/err")"
+    grep -Eq "^  mlp +a small MLP" "$work/err" && grep -Eq "^  sort +a Transformer encoder-decoder" "$work/err" ||
+    fail "xgrad train does not list copy, sort and mlp: $(cat "$work/err")"
 [ "$(tail -n 1 "$work/err")" = "xgrad train: A subcommand is required" ] || fail "xgrad train: $(tail -n 1 "$work/err")"
 run --help
 [ "$status" -eq 0 ] && grep -Eq "^  gradcheck +check every op" "$work/out" || fail "xgrad --help: status $status"
 
 # --help of every command: each option that takes a value shows its default ([...]) or says what
 # happens without it ("default:"), unless it is required.
-for cmd in "train copy" "train mlp" heads inspect attention transformer gradcheck bench; do
+for cmd in "train copy" "train sort" "train mlp" heads inspect attention transformer gradcheck bench; do
     # shellcheck disable=SC2086
     run $cmd --help
     [ "$status" -eq 0 ] || fail "xgrad $cmd --help: exit status $status"
@@ -58,6 +58,11 @@ expect_error "train copy --steps -5" "xgrad train copy: --steps: must be >= 1, g
 expect_error "train copy --lr 0" "xgrad train copy: --lr: must be > 0, got 0"
 expect_error "train copy --seq 300" "xgrad train copy: --seq: must be in [1, 256], got 300"
 expect_error "train copy --steps many" "xgrad train copy: --steps: must be a number, got many"
+run train sort --help
+grep -Eq '^  --steps INT:>=1 \[2000\] +training steps$' "$work/out" || fail "train sort --help: $(grep -e --steps "$work/out")"
+grep -Eq '^  --d-model UINT:>=1 \[64\] +model dimension$' "$work/out" || fail "train sort --help: $(grep -e --d-model "$work/out")"
+expect_error "train sort --seq 0" "xgrad train sort: --seq: must be in [1, 64], got 0"
+expect_error "train sort --warmup -1" "xgrad train sort: --warmup: must be >= 0, got -1"
 expect_error "train mlp --hidden 0" "xgrad train mlp: --hidden: must be >= 1, got 0"
 expect_error "bench --warmup -1" "xgrad bench: --warmup: must be in [0, 1000000], got -1"
 touch "$work/x.npz"

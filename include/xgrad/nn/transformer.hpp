@@ -85,11 +85,13 @@ inline void check_num_layers(std::size_t num_layers, const char* stack) {
 }  // namespace detail
 
 // A stack's output: the final output (through the final norm if any) and, with need_weights,
-// each layer's attention weights (nn/transformer_layers.hpp).
+// each layer's attention weights (nn/transformer_layers.hpp): head-averaged, or for the decoder
+// with average_attn_weights = false, per head.
 template <Real T, std::size_t N>
 struct TransformerStackOutput {
     Var<T, N> output;
     std::vector<Var<T, N>> attn_weights;
+    std::vector<Var<T, N + 1>> attn_weights_per_head;
 };
 
 template <Real T>
@@ -181,7 +183,8 @@ private:
         for (std::size_t i = 0; i < layers.size(); ++i) {
             auto r = layers[i].forward_with_weights(x, memory, o);
             x = r.output;
-            if (o.need_weights) out.attn_weights.push_back(r.attn_weights);
+            if (o.need_weights && o.average_attn_weights) out.attn_weights.push_back(r.attn_weights);
+            if (o.need_weights && !o.average_attn_weights) out.attn_weights_per_head.push_back(r.attn_weights_per_head);
             if (intermediate) intermediate->push_back((*norm)(x));
         }
         out.output = intermediate ? intermediate->back() : norm ? (*norm)(x) : x;

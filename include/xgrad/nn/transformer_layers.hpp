@@ -80,6 +80,7 @@ struct DecoderForwardOptions {
     Var<T, N> pos{};                       // DETR: added to memory as cross-attention keys
     Var<T, N> query_pos{};                 // DETR: added to tgt as self-attention queries and keys, cross-attention queries
     bool need_weights = false;             // return each layer's cross-attention weights
+    bool average_attn_weights = true;      // false: per head instead (attn_weights_per_head)
 };
 
 // A layer's output and, with need_weights, its attention weights averaged over heads:
@@ -88,6 +89,7 @@ template <Real T, std::size_t N>
 struct TransformerLayerOutput {
     Var<T, N> output;
     Var<T, N> attn_weights;
+    Var<T, N + 1> attn_weights_per_head;  // decoder, average_attn_weights = false: (N, H, L, S) / (H, L, S)
 };
 
 namespace detail {
@@ -129,16 +131,19 @@ Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& 
     return norm(sum);
 }
 
-// One attention of a layer: its output, and its head-averaged weights into `weights` when asked.
+// One attention of a layer: its output, and when asked its weights into `out`: head-averaged
+// (attn_weights) or, with `per_head`, every head's (attn_weights_per_head).
 template <Real T, std::size_t N>
 Var<T, N> attend(const MultiheadAttention<T>& mha, const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v,
                  const AnyMask<T>& attn_mask, const AnyMask<T>& key_padding_mask, bool need_weights,
-                 Var<T, N>* weights = nullptr) {
+                 TransformerLayerOutput<T, N>* out = nullptr, bool per_head = false) {
     MhaForwardOptions<T> fo;
     fo.attn_mask = attn_mask, fo.key_padding_mask = key_padding_mask;
-    fo.need_weights = need_weights && weights;
+    fo.need_weights = need_weights && out;
+    fo.average_attn_weights = !per_head;
     auto r = mha.forward(q, k, v, fo);
-    if (fo.need_weights) *weights = r.attn_weights;
+    if (fo.need_weights && per_head) out->attn_weights_per_head = r.attn_weights_per_head;
+    else if (fo.need_weights) out->attn_weights = r.attn_weights;
     return r.output;
 }
 
@@ -232,8 +237,7 @@ struct TransformerEncoderLayer {
         TransformerLayerOutput<T, N> out;
         const auto self_attention = [&](const Var<T, N>& h) {
             const Var<T, N> qk = detail::with_pos(h, o.pos);
-            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights,
-                                  &out.attn_weights);
+            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out);
         };
         out.output = detail::residual(src, norm1, dropout1, options.norm_first, self_attention);
         if (options.feed_forward)
@@ -300,7 +304,8 @@ struct TransformerDecoderLayer {
         const Var<T, N> memory_key = detail::with_pos(memory, o.pos);
         const auto cross_attention = [&](const Var<T, N>& h) {
             return detail::attend(multihead_attn, detail::with_pos(h, o.query_pos), memory_key, memory, o.memory_mask,
-                                  o.memory_key_padding_mask, o.need_weights, &out.attn_weights);
+                                  o.memory_key_padding_mask, o.need_weights, &out,
+                                  !o.average_attn_weights);
         };
         Var<T, N> x = detail::residual(tgt, norm1, dropout1, options.norm_first, self_attention);
         x = detail::residual(x, norm2, dropout2, options.norm_first, cross_attention);

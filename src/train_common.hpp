@@ -1,0 +1,103 @@
+// What the `xgrad train` commands of attention models (copy, sort) share: their run options
+// (seed, threads, evaluation and logging, --out, --resume), the progress display, resuming from a
+// checkpoint of the same model, and atomic text files. A command's options struct has the fields
+// named here (seed, threads, eval_every, log_every, quiet, verbose, out, resume, steps).
+#pragma once
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "distributed.hpp"
+#include "plot.hpp"
+#include "progress.hpp"
+#include "xgrad/io/checkpoint.hpp"
+
+namespace xgrad::cli {
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+    io::write_file_atomic(path, text.data(), text.size());
+}
+
+// --seed, --threads, --eval-every, --log-every, --quiet, --verbose, --out, --resume.
+template <class Options>
+void add_train_run_options(CLI::App& cmd, Options& o) {
+    cmd.add_option("--seed", o.seed, "random seed (same seed, same losses)");
+    cmd.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
+    cmd.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
+    cmd.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
+        ->check(at_least(1));
+    auto* quiet = cmd.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
+    cmd.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
+    cmd.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
+                                   "(default: none, nothing is written)");
+    cmd.add_option("--resume", o.resume,
+                   "continue from a checkpoint.npz of a run with the same options, up to --steps in all "
+                   "(default: none, from step 1)")
+        ->check(existing_file_on_rank0());
+}
+
+// The progress display of a run of steps first..o.steps: a bar on a terminal, lines otherwise,
+// nothing when `quiet` (--quiet, or not rank 0).
+template <class Options>
+TrainProgress train_progress(const Options& o, int first_step, bool quiet) {
+    const ProgressMode mode = quiet                                   ? ProgressMode::quiet
+                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
+                                                                      : ProgressMode::lines;
+    return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
+}
+
+// Loads o.resume into the model, the optimizer and the generators (every rank's, from rank 0's
+// file) and returns the first step to run. The checkpoint must record the same model (`wanted`: a
+// different --heads would otherwise load without complaint) and fewer steps than o.steps;
+// value_error naming the file otherwise.
+template <class Options, class Model, class Optimizer>
+int resume_checkpoint(const dist::Context& ctx, const Options& o, const char* command,
+                      const std::map<std::string, std::int64_t>& wanted, Model& model, Optimizer& optimizer,
+                      const io::NamedGenerators& generators) {
+    const auto saved = dist::read_checkpoint_config(ctx, o.resume);
+    std::string made_with, this_run;
+    for (const auto& [key, value] : wanted)
+        if (saved.count(key) && saved.at(key) != value) {
+            made_with += fmt::format(" {}={}", key, saved.at(key));
+            this_run += fmt::format(" {}={}", key, value);
+        }
+    if (!made_with.empty())
+        throw value_error(o.resume + ": the checkpoint was made with" + made_with + ", this run has" + this_run);
+    const auto done = dist::load_checkpoint(ctx, o.resume, model, optimizer, generators);
+    if (done >= o.steps)
+        throw value_error(fmt::format("{}: --steps ({}) must exceed the {} steps already taken in {}", command, o.steps,
+                                      done, o.resume));
+    return int(done) + 1;
+}
+
+// The folder of a finished run, written by rank 0: metrics.json, loss.csv, loss.png (drawn from
+// `curve`), attention.png and checkpoint.npz (the model, the optimizer, `steps`, every rank's
+// generators and the model `config`; the other ranks only send their generators). Everything is
+// encoded before the folder is made and every file is written atomically: a failure leaves no
+// half-filled output.
+template <class Model, class Optimizer>
+void write_train_outputs(const dist::Context& ctx, const std::string& dir, const nlohmann::json& metrics,
+                         const std::string& csv, const LossCurve& curve,
+                         const std::vector<unsigned char>& attention_png, const Model& model,
+                         const Optimizer& optimizer, int steps, const io::NamedGenerators& generators,
+                         const std::map<std::string, std::int64_t>& config) {
+    const std::filesystem::path out(dir);
+    if (!ctx.is_root()) return dist::save_checkpoint(ctx, out / "checkpoint.npz", model, optimizer, steps, generators, config);
+    const auto loss_png = loss_chart_png(curve);
+    std::filesystem::create_directories(out);
+    write_text(out / "metrics.json", metrics.dump(2) + "\n");
+    write_text(out / "loss.csv", csv);
+    write_png(out / "loss.png", loss_png);
+    write_png(out / "attention.png", attention_png);
+    dist::save_checkpoint(ctx, out / "checkpoint.npz", model, optimizer, steps, generators, config);
+}
+
+}  // namespace xgrad::cli
