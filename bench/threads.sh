@@ -5,13 +5,15 @@
 # With --baseline, a second binary (say, a build of the code before a change) runs in the same
 # rounds (baseline 1, baseline 2, xgrad 1, xgrad 2, ...) and gets its own columns.
 #   bench/threads.sh [--xgrad build/src/xgrad] [--baseline OTHER_XGRAD] [--rounds 5]
-#                    [--configs "tiny small detr transformer"]
-# transformer is a 3+3-layer encoder-decoder at d_model 64 (`xgrad bench --model transformer`, the
-# workload of the libtorch_transformer peer, dropout 0.1). Timings
-# are comparable only on an idle machine: the load average is printed before and after.
+#                    [--configs "tiny small detr transformer encoder_layer"]
+# transformer is a 3+3-layer encoder-decoder at d_model 64 and encoder_layer one encoder layer at
+# d_model 256 with a 2048-wide feed-forward (`xgrad bench --model transformer | encoder_layer`,
+# the workloads of the libtorch_transformer peer, dropout 0.1; encoder_layer is issue 23's 2-thread
+# target). Timings are comparable only on an idle machine: the load average is printed before and
+# after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-xgrad=build/src/xgrad baseline="" rounds=5 configs="tiny small detr transformer"
+xgrad=build/src/xgrad baseline="" rounds=5 configs="tiny small detr transformer encoder_layer"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --xgrad) xgrad=$2 ;;
@@ -30,7 +32,8 @@ done
 declare -A shape=([tiny]="--batch 2 --seq 6 --embed 100 --heads 5 --steps 400"
                   [small]="--batch 8 --seq 32 --embed 64 --heads 4 --steps 200"
                   [detr]="--batch 8 --seq 64 --embed 256 --heads 8 --steps 40"
-                  [transformer]="--model transformer --batch 4 --seq 50 --embed 64 --heads 8 --ffn 256 --layers 3 --steps 40")
+                  [transformer]="--model transformer --batch 4 --seq 50 --embed 64 --heads 8 --ffn 256 --layers 3 --steps 40"
+                  [encoder_layer]="--model encoder_layer --batch 8 --seq 64 --embed 256 --heads 8 --ffn 2048 --dropout 0.1 --steps 20")
 field() { grep -o "\"$1\":[^,}]*" <<<"$2" | cut -d: -f2 | tr -d '"'; }
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }

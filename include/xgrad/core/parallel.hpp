@@ -5,12 +5,18 @@
 // runs serially on the thread that reached it. After set_num_threads, dispatching a loop
 // allocates nothing.
 //
-// Splitting must not lose (docs/performance.md, bench/threads.sh): a loop is split only into
-// shares of at least parallel_min_share flops each; a thread between loops spins for spin_budget
-// before it sleeps, so a training step's back-to-back loops reach awake workers (waking a
-// sleeping thread through the kernel costs some 5-10 µs, as much as a small GEMM's share saves);
-// and after a split that lost (a worker late: other programs hold the cores) loops run serially
-// for a while (ThreadPool::run).
+// Splitting must not lose (docs/performance.md, bench/threads.sh):
+// - a loop is split only into chunks of at least parallel_min_share flops each, as many as the
+//   threads or twice as many;
+// - the calling thread takes chunks too and never waits for a worker that has not started one:
+//   when no worker has started by the end of its first chunk, it takes all the chunks left in one
+//   range, so a late or absent worker costs one extra call of the body;
+// - a thread between loops polls for the next one for up to poll_budget before it sleeps (a
+//   step's loops come tens to hundreds of µs apart, and waking a sleeping thread costs 5-50 µs on
+//   a VM), but yields its core whenever it polls on the core of the thread it waits for: a worker
+//   the scheduler put on the caller's core must not take the caller's time;
+// - after a split that lost (a worker preempted inside its chunk: other programs hold the cores)
+//   loops run serially for a while (ThreadPool::run).
 //
 //   xgrad::set_num_threads(2);
 //   xgrad::parallel_for(n, flops, [&](std::size_t begin, std::size_t end) { ... });  // disjoint ranges
@@ -20,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,28 +34,33 @@
 #include <vector>
 
 #include <cblas.h>
+#include <sched.h>
 
 #include "xgrad/core/error.hpp"
 
 namespace xgrad {
 namespace detail {
 
-// Waits until ready() is true: spins for spin_budget (a pause instruction per test), then sleeps
-// on wake_ under mutex_, counted in sleepers_ so that the thread that makes ready() true knows
-// to notify (it changes what ready() reads before it reads sleepers_, all seq_cst: either the
-// waiter sees the change before it sleeps or the notifier sees the sleeper).
+// Waits until ready() is true: polls (a pause instruction per test) for up to poll_budget,
+// yielding the core at every 64th test on which crowded() says that a thread it waits for runs
+// on this core; then sleeps on wake_ under mutex_, counted in sleepers_ so that the thread that
+// makes ready() true knows to notify (it changes what ready() reads before it reads sleepers_,
+// all seq_cst: either the waiter sees the change before it sleeps or the notifier sees the
+// sleeper).
 class Waiter {
 public:
-    static constexpr auto spin_budget = std::chrono::microseconds(50);
+    static constexpr auto poll_budget = std::chrono::microseconds(1000);
 
-    template <class Ready>
-    void wait(const Ready& ready) {
-        const auto deadline = std::chrono::steady_clock::now() + spin_budget;
+    template <class Ready, class Crowded>
+    void wait(const Ready& ready, const Crowded& crowded) {
+        const auto start = std::chrono::steady_clock::now();
         for (unsigned i = 1; !ready(); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
-            if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
+            if (i % 64 != 0) continue;
+            if (crowded()) std::this_thread::yield();
+            if (std::chrono::steady_clock::now() - start > poll_budget) {
                 std::unique_lock lock(mutex_);
                 ++sleepers_;
                 wake_.wait(lock, ready);
@@ -81,14 +93,18 @@ public:
     std::size_t threads() const { return workers_.size() + 1; }
 
     void resize(std::size_t n) {
-        serial_run_ = serial_loops_left_ = 0;  // lost splits are forgotten
+        backoff_ = {}, serial_until_ = {};  // lost splits are forgotten
         if (n == threads()) return;
         stop_.store(true);
         job_posted_.notify();
         for (auto& w : workers_) w.join();
         workers_.clear();
         stop_.store(false);
-        for (std::size_t i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+        worker_cpus_ = std::make_unique<std::atomic<int>[]>(n);
+        for (std::size_t i = 1; i < n; ++i) {
+            worker_cpus_[i - 1].store(-1);
+            workers_.emplace_back([this, i] { work(worker_cpus_[i - 1]); });
+        }
     }
 
     // Runs body(context, begin, end) over [0, n) in `chunks` contiguous chunks, on every thread.
@@ -96,29 +112,34 @@ public:
     // lost (see below).
     bool run(std::size_t n, std::size_t chunks, void (*body)(const void*, std::size_t, std::size_t), const void* context) {
         if (busy_.exchange(true)) return false;
-        if (serial_loops_left_ > 0) {
-            --serial_loops_left_;
+        if (backoff_ != Clock::duration{} && Clock::now() < serial_until_) {
             busy_.store(false);
             return false;
         }
+        caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
         next_.store(no_chunk);  // a worker still leaving the last job gets no chunk of this one
         n_ = n, body_ = body, context_ = context;
-        chunks_.store(chunks), done_.store(0);
+        chunks_.store(chunks), done_.store(0), worker_started_.store(false);
         next_.store(0);  // chunks are handed out from here on
         generation_.fetch_add(1);
         job_posted_.notify();
-        const auto start = std::chrono::steady_clock::now();
-        take_chunks();
-        const auto worked = std::chrono::steady_clock::now();
-        job_done_.wait([&] { return done_.load() == chunks; });
-        // A split lost when the caller waited for the others longer than it worked itself (one
-        // thread alone would have been done sooner): a worker was preempted, the cores are busy
-        // with other programs. The next loops then run serially: 1, 3, 7, ... up to 1023 of them
-        // after consecutive losses, half as many after a split that paid, so a contended machine
-        // only probes now and then.
-        const bool lost = std::chrono::steady_clock::now() - worked > worked - start;
-        serial_run_ = lost ? std::min<std::size_t>(2 * serial_run_ + 1, 1023) : serial_run_ / 2;
-        serial_loops_left_ = serial_run_;
+        const auto start = Clock::now();
+        const std::size_t mine = take_chunks(true);
+        const auto worked = Clock::now();
+        job_done_.wait([&] { return done_.load() == chunks; }, [&] { return on_a_worker_core(); });
+        const auto finished = Clock::now();
+        // A split lost when it took longer than the caller alone would have (its time per chunk
+        // times all chunks): a worker was preempted inside its chunk, the cores are busy with
+        // other programs. Loops then run serially for backoff_: 1 ms, doubled by each consecutive
+        // loss up to 256 ms, halved by a split that did not lose. Counted in time, not in loops,
+        // so that a lost split of a small loop does not hold up the large ones for long.
+        const bool lost = mine > 0 && mine < chunks && (finished - start) * mine > (worked - start) * chunks;
+        if (lost) {
+            backoff_ = std::clamp<Clock::duration>(2 * backoff_, std::chrono::milliseconds(1), std::chrono::milliseconds(256));
+            serial_until_ = finished + backoff_;
+        } else {
+            backoff_ = backoff_ < std::chrono::milliseconds(2) ? Clock::duration{} : backoff_ / 2;
+        }
         busy_.store(false);
         return true;
     }
@@ -129,28 +150,56 @@ public:
     }
 
 private:
+    using Clock = std::chrono::steady_clock;
     ThreadPool() = default;
 
-    void take_chunks() {
+    // Runs chunks of the current job until none is left; returns how many it ran. The caller
+    // (by_caller), after its first chunk, takes all the chunks left as one range when no worker
+    // has started one.
+    std::size_t take_chunks(bool by_caller) {
         inside() = true;
-        for (std::size_t c; (c = next_.fetch_add(1)) < chunks_;) {
-            body_(context_, n_ * c / chunks_, n_ * (c + 1) / chunks_);
-            if (done_.fetch_add(1) + 1 == chunks_) job_done_.notify();
+        std::size_t taken = 0;
+        for (;;) {
+            const bool rest = by_caller && taken > 0 && !worker_started_.load();
+            const std::size_t first = rest ? next_.exchange(chunks_) : next_.fetch_add(1);
+            if (first >= chunks_) break;
+            if (!by_caller) worker_started_.store(true);
+            const std::size_t last = rest ? chunks_.load() : first + 1;
+            body_(context_, n_ * first / chunks_, n_ * last / chunks_);
+            taken += last - first;
+            if (done_.fetch_add(last - first) + (last - first) == chunks_) job_done_.notify();
         }
         inside() = false;
+        return taken;
     }
 
-    void work() {
+    // True when a worker last polled or ran on this thread's core.
+    bool on_a_worker_core() const {
+        const int cpu = sched_getcpu();
+        for (std::size_t i = 0; i < workers_.size(); ++i)
+            if (worker_cpus_[i].load(std::memory_order_relaxed) == cpu) return true;
+        return false;
+    }
+
+    void work(std::atomic<int>& my_cpu) {
         std::size_t seen = 0;
+        const auto on_the_callers_core = [&] {
+            const int cpu = sched_getcpu();
+            my_cpu.store(cpu, std::memory_order_relaxed);
+            return cpu == caller_cpu_.load(std::memory_order_relaxed);
+        };
         for (;;) {
-            job_posted_.wait([&] { return stop_.load() || generation_.load() != seen; });
+            job_posted_.wait([&] { return stop_.load() || generation_.load() != seen; }, on_the_callers_core);
             if (stop_.load()) return;
             seen = generation_.load();
-            take_chunks();
+            my_cpu.store(sched_getcpu(), std::memory_order_relaxed);
+            take_chunks(false);
         }
     }
 
     std::vector<std::thread> workers_;
+    std::unique_ptr<std::atomic<int>[]> worker_cpus_;  // the core each worker last polled or ran on
+    std::atomic<int> caller_cpu_{-1};                  // the core of the last job's caller
     Waiter job_posted_, job_done_;  // workers wait for a job; the caller for its last chunk
     std::atomic<bool> stop_{false};
     std::atomic<std::size_t> generation_{0};
@@ -162,8 +211,9 @@ private:
     const void* context_ = nullptr;
     std::atomic<std::size_t> chunks_{0}, next_{0}, done_{0};
     static constexpr std::size_t no_chunk = std::size_t(1) << 62;
-    std::atomic<bool> busy_{false};
-    std::size_t serial_run_ = 0, serial_loops_left_ = 0;  // after lost splits (run); read under busy_
+    std::atomic<bool> busy_{false}, worker_started_{false};  // worker_started_: of the current job
+    Clock::duration backoff_{};  // after lost splits (run); read under busy_
+    Clock::time_point serial_until_{};
 };
 
 }  // namespace detail
@@ -178,21 +228,27 @@ inline void set_num_threads(std::size_t n) {
 }
 inline std::size_t num_threads() { return detail::ThreadPool::instance().threads(); }
 
-// Each thread's share of a split loop is at least this many flops: a smaller share saves less
-// than handing it to another thread costs (the wake-up, the data crossing between cores).
+// Each chunk of a split loop is at least this many flops: a smaller one saves less than handing
+// it to another thread costs (the notification, the data crossing between cores).
 inline constexpr double parallel_min_share = 1 << 21;
 // The least work that is split at all: two shares.
 inline constexpr double parallel_min_work = 2 * parallel_min_share;
+// A split loop has as many chunks as threads, or twice as many when the work holds that many
+// shares: a worker that arrives late then still finds chunks to take.
+inline constexpr std::size_t parallel_chunks_per_thread = 2;
 
-// Calls body(begin, end) on disjoint ranges covering [0, n): in parallel, in as many ranges as
-// there are threads and shares of parallel_min_share in `work` (an estimate of the total flops),
-// when that is at least 2, this is not already inside a parallel loop and no other thread is
-// using the pool; otherwise once, body(0, n). body must not throw.
+// Calls body(begin, end) on disjoint ranges covering [0, n): in parallel, in chunks of at least
+// parallel_min_share in `work` (an estimate of the total flops), a multiple of the threads when
+// there are enough shares, when that is at least 2 chunks, this is not already inside a parallel
+// loop and no other thread is using the pool; otherwise once, body(0, n). body must not throw.
 template <class Body>
 void parallel_for(std::size_t n, double work, const Body& body) {
     auto& pool = detail::ThreadPool::instance();
+    const std::size_t threads = pool.threads();
     const double shares = work / parallel_min_share;
-    const std::size_t chunks = std::min({n, pool.threads(), shares < 2 ? std::size_t(1) : std::size_t(shares)});
+    const std::size_t most =
+        std::min({n, parallel_chunks_per_thread * threads, shares < 2 ? std::size_t(1) : std::size_t(shares)});
+    const std::size_t chunks = threads == 1 ? 1 : most >= threads ? most / threads * threads : most;
     if (chunks > 1 && !detail::ThreadPool::inside()) {
         const auto call = [](const void* b, std::size_t begin, std::size_t end) {
             (*static_cast<const Body*>(b))(begin, end);
