@@ -131,13 +131,15 @@ public:
         // A split lost when it took longer than the caller alone would have (its time per chunk
         // times all chunks): a worker was preempted inside its chunk, the cores are busy with
         // other programs. Loops then run serially for backoff_: 1 ms, doubled by each consecutive
-        // loss up to 256 ms, halved by a split that did not lose. Counted in time, not in loops,
-        // so that a lost split of a small loop does not hold up the large ones for long.
-        const bool lost = mine > 0 && mine < chunks && (finished - start) * mine > (worked - start) * chunks;
+        // loss up to 256 ms, halved by a split that a worker helped with and that did not lose
+        // (one the caller ran alone proves nothing). Counted in time, not in loops, so that a
+        // lost split of a small loop does not hold up the large ones for long.
+        const bool helped = mine > 0 && mine < chunks;
+        const bool lost = helped && (finished - start) * mine > (worked - start) * chunks;
         if (lost) {
             backoff_ = std::clamp<Clock::duration>(2 * backoff_, std::chrono::milliseconds(1), std::chrono::milliseconds(256));
             serial_until_ = finished + backoff_;
-        } else {
+        } else if (helped) {
             backoff_ = backoff_ < std::chrono::milliseconds(2) ? Clock::duration{} : backoff_ / 2;
         }
         busy_.store(false);
