@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -53,16 +54,24 @@ public:
         }
     }
 
-    // The loss of this step's forward (before the update).
-    T step() {
+    // The loss of this step's forward (before the update). `after_backward` runs between backward
+    // and the update (`xgrad bench` under mpirun: the data-parallel gradient reduction).
+    T step(const std::function<void()>& after_backward = {}) {
         adam_->zero_grad();
         const Var<T, 3> out = tgt_ ? model_.forward(src_, tgt_, options_) : layer_.forward(src_, encoder_options_);
         const auto loss = mse_loss(out, target_);
         backward(loss);
+        if (after_backward) after_backward();
         adam_->step();
         const T value = loss.value()();
         tape().clear();
         return value;
+    }
+
+    // f(the trained module): the encoder layer or the Transformer.
+    template <class F>
+    decltype(auto) with_module(F&& f) {
+        return tgt_ ? f(model_) : f(layer_);
     }
 
 private:
