@@ -120,9 +120,8 @@ private:
         std::vector<T> sent, summed;  // packed gradients, and (started in backward) their sum over ranks
         std::size_t ready_at = 0;     // the walk has passed the last use of every parameter here
 #if XGRAD_HAVE_MPI
-        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Request request = MPI_REQUEST_NULL;  // started during backward: summing into `summed`
 #endif
-        bool in_backward = false;  // started during backward: summed holds the sum, sent is checked
     };
 
     void check_same_parameters();
@@ -212,7 +211,6 @@ template <Real T>
 void DataParallel<T>::start_in_backward(Bucket& b) {
     pack(b);
     b.summed.resize(b.size);
-    b.in_backward = true;
 #if XGRAD_HAVE_MPI
     detail::check(MPI_Iallreduce(b.sent.data(), b.summed.data(), int(b.size), detail::mpi_type<T>(), MPI_SUM,
                                  MPI_COMM_WORLD, &b.request),
@@ -223,7 +221,6 @@ void DataParallel<T>::start_in_backward(Bucket& b) {
 // After backward: a blocking sum in place, on the gradient itself when the bucket is one piece.
 template <Real T>
 void DataParallel<T>::reduce_now(Bucket& b) {
-    b.in_backward = false;
     if (b.pieces.size() == 1) {
         const Piece& piece = b.pieces.front();
         if (presence_[piece.param] == 0) return;  // no rank has a gradient (the same on every rank)
