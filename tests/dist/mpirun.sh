@@ -16,7 +16,8 @@
 #   without the single-copy path (CMA reads another process's memory with process_vm_readv, which
 #   a container's seccomp or ptrace policy forbids: "Read -1, expected N, errno = 1").
 # - --cma instead: shared memory with the single-copy path, where the machine allows it (the
-#   benchmarks: 4 MiB of gradients sum in 1.55 ms instead of 2.5 ms, bench/dist_scaling.sh --mpi --cma).
+#   benchmarks: 4 MiB of gradients sum in 1.55 ms instead of 2.5 ms; bench/dist_scaling.sh uses it
+#   when a probe shows it works).
 # - --tcp instead: the TCP transport on the loopback interface, what separate machines use
 #   (btl and Open MPI's own out-of-band channel both restricted to lo).
 # - --timeout SECONDS (default 60): a hang fails (exit status 110 or so) instead of waiting forever.
