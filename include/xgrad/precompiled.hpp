@@ -57,6 +57,7 @@
     EXTERN template Var<T, N - 1> detail::reduce_axis<T, N>(const Var<T, N>&, long, Reduction);                    \
     EXTERN template Var<T, N> detail::reduce_axis_keep<T, N>(const Var<T, N>&, long, Reduction);                   \
     EXTERN template Var<T, N> dropout<T, N>(const Var<T, N>&, double, bool, Generator&);                           \
+    EXTERN template Var<T, N> add_dropout<T, N>(const Var<T, N>&, const Var<T, N>&, double, bool, Generator&);     \
     EXTERN template Var<T, N> slice<T, N>(const Var<T, N>&, long, long, long);                                     \
     EXTERN template Var<T, N> transpose<T, N>(const Var<T, N>&, long, long);                                       \
     EXTERN template Var<T, N> permute<T, N>(const Var<T, N>&, const std::array<std::size_t, N>&);                  \

@@ -6,6 +6,7 @@
 #include "xgrad/core/var.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/random.hpp"
+#include "xgrad/core/philox.hpp"
 #include "xgrad/core/inspect.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
