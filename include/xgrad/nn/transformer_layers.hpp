@@ -122,13 +122,12 @@ Var<T, N> with_pos(const Var<T, N>& x, const Var<T, N>& pos) {
     return x + pos;
 }
 
-// One sublayer with its residual connection, in either norm order:
-// pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))).
+// One sublayer with its residual connection, in either norm order (the sum and dropout in one
+// node, Dropout::add): pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))).
 template <Real T, std::size_t N, class F>
 Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& drop, bool norm_first, F&& sublayer) {
-    if (norm_first) return x + drop(sublayer(norm(x)));
-    const Var<T, N> sum = x + drop(sublayer(x));
-    return norm(sum);
+    if (norm_first) return drop.add(x, Var<T, N>(sublayer(norm(x))));
+    return norm(drop.add(x, Var<T, N>(sublayer(x))));
 }
 
 // One attention of a layer: its output, and when asked its weights into `out`: head-averaged
@@ -160,21 +159,21 @@ void check_layer_input(const MultiheadAttention<T>& attn, const Var<T, N>& x, co
 }
 
 // The feed-forward block and activation both layers share (they have the same member names).
+// relu and gelu run inside linear1's node (linear with an activation, ops/linalg.hpp).
 template <class Layer, Real T, std::size_t N>
 Var<T, N> feed_forward(const Layer& layer, const Var<T, N>& x) {
-    const Var<T, N> hidden = layer.linear1(x);
     Var<T, N> activated;
     if (layer.activation_function) {
+        const Var<T, N> hidden = layer.linear1(x);
         if constexpr (N == 3) {
             activated = layer.activation_function(hidden);
         } else {  // unbatched (L, F) as (L, 1, F)
             const long L = long(hidden.shape(0)), F = long(hidden.shape(1));
             activated = reshape<2>(layer.activation_function(reshape<3>(hidden, {L, 1, F})), {L, F});
         }
-    } else if (layer.options.activation == Activation::gelu) {
-        activated = gelu(hidden);
     } else {
-        activated = relu(hidden);
+        activated = layer.linear1(x, layer.options.activation == Activation::gelu ? LinearActivation::gelu
+                                                                                   : LinearActivation::relu);
     }
     return layer.linear2(layer.dropout(activated));
 }
