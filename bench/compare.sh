@@ -3,24 +3,26 @@
 # a markdown table: both medians (median over ROUNDS alternating runs of each program's median step
 # time), the ratio xgrad/libtorch and xgrad's own counters.
 #   bench/compare.sh [--dtype float32|float64] [--threads T] [--rounds R]
-#                    [--configs "tiny small detr base encoder_layer transformer"]
+#                    [--configs "tiny small detr base encoder_layer transformer"] [--xgrad PATH]
 # tiny, small, detr and base are the MultiheadAttention step (peer bench/libtorch_mha);
 # encoder_layer and transformer the Transformer steps of `xgrad bench --model ...` (peer
 # bench/libtorch_transformer, whose header defines the workload). GFLOP/s and "of sgemm" are
 # measured for the MultiheadAttention step only.
-# Builds into build-bench/ with -Dlibtorch=enabled (needs Debian's libtorch-dev, about 1 GB).
+# Builds into build-bench/ with -Dlibtorch=enabled (needs Debian's libtorch-dev, about 1 GB);
+# --xgrad PATH times that xgrad binary instead of build-bench's (only the peers are built then).
 # Both programs run with OPENBLAS_NUM_THREADS=T and OMP_NUM_THREADS=T: torch::set_num_threads
 # alone leaves Debian's OpenBLAS on every core (perf shows a second thread doing GEMM work), so
 # a "1 thread" libtorch run would otherwise use two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dtype=float32 threads=1 rounds=3 configs="tiny small detr base encoder_layer transformer"
+dtype=float32 threads=1 rounds=3 configs="tiny small detr base encoder_layer transformer" xgrad_bin=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dtype) dtype=$2 ;;
         --threads) threads=$2 ;;
         --rounds) rounds=$2 ;;
         --configs) configs=$2 ;;
+        --xgrad) xgrad_bin=$2 ;;
         *) echo "bench/compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -32,7 +34,9 @@ fi
 if [[ ! -d build-bench ]]; then
     meson setup build-bench --buildtype=release -Dtests=false -Dlibtorch=enabled >/dev/null
 fi
-nice -n 19 meson compile -C build-bench -j "${XGRAD_JOBS:-2}" src/xgrad bench/libtorch_mha bench/libtorch_transformer >/dev/null
+targets=(bench/libtorch_mha bench/libtorch_transformer)
+if [[ -z "$xgrad_bin" ]]; then targets+=(src/xgrad) xgrad_bin=build-bench/src/xgrad; fi
+nice -n 19 meson compile -C build-bench -j "${XGRAD_JOBS:-2}" "${targets[@]}" >/dev/null
 
 # name B L E H steps [ffn layers dropout]: the last three make it a Transformer workload
 declare -A shape=([tiny]="2 6 100 5 400" [small]="8 32 64 4 200" [detr]="8 64 256 8 40" [base]="8 128 512 8 15"
@@ -51,11 +55,11 @@ for name in $configs; do
     common=(--batch "$B" --seq "$L" --embed "$E" --heads "$H" --dtype "$dtype" --threads "$threads" --steps "$steps")
     label="$B, $L, $E, $H"
     if [[ -n "${F:-}" ]]; then
-        xgrad=(build-bench/src/xgrad bench --model "$name" "${common[@]}" --ffn "$F" --layers "$layers" --dropout "$p")
+        xgrad=("$xgrad_bin" bench --model "$name" "${common[@]}" --ffn "$F" --layers "$layers" --dropout "$p")
         peer=(build-bench/bench/libtorch_transformer "$name" "$B" "$L" "$E" "$H" "$F" "$layers" "$p" "$dtype" "$threads" "$steps")
         label="$label, $F, $layers, $p"
     else
-        xgrad=(build-bench/src/xgrad bench "${common[@]}")
+        xgrad=("$xgrad_bin" bench "${common[@]}")
         peer=(build-bench/bench/libtorch_mha "${common[@]}")
     fi
     export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
