@@ -32,7 +32,7 @@ if ! dpkg -s libtorch-dev >/dev/null 2>&1; then
     exit 2
 fi
 if [[ ! -d build-bench ]]; then
-    meson setup build-bench --buildtype=release -Dtests=false -Dlibtorch=enabled >/dev/null
+    meson setup build-bench --buildtype=release -Dunity=on -Dunity_size=6 -Dtests=false -Dlibtorch=enabled >/dev/null
 fi
 targets=(bench/libtorch_mha bench/libtorch_transformer)
 if [[ -z "$xgrad_bin" ]]; then targets+=(src/xgrad) xgrad_bin=build-bench/src/xgrad; fi
