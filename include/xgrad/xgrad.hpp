@@ -27,6 +27,7 @@
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/nn/position_embedding.hpp"
+#include "xgrad/nn/detr.hpp"
 #include "xgrad/nn/additive_attention.hpp"
 #include "xgrad/optim/optimizer.hpp"
 #include "xgrad/optim/adam.hpp"

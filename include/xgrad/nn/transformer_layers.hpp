@@ -66,9 +66,12 @@ struct EncoderForwardOptions {
     AnyMask<T> src_key_padding_mask{};  // (N, S) / (S)
     Var<T, N> pos{};                    // DETR: added to queries and keys of every layer
     bool need_weights = false;          // return each layer's self-attention weights
-    // Stack only (3DETR): one mask per layer instead of src_mask, each (N, S, S), repeated for every
-    // head to (N·nhead, S, S) in torch's n·nhead + h order (repeat_for_heads).
+    // Stack only (3DETR): one mask per layer instead of src_mask, each (N, S, S), shared by every
+    // head of sequence n (3DETR tiles it to (N·nhead, S, S) in n·nhead + h order, repeat_for_heads;
+    // the stack reads it without the copy: src_mask_per_sequence).
     std::vector<AnyMask<T>> layer_masks{};
+    // src_mask is one mask per sequence, (N, S, S) (unbatched: (1, S, S)), shared by its heads.
+    bool src_mask_per_sequence = false;
 };
 
 template <Real T, std::size_t N>
@@ -135,9 +138,10 @@ Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& 
 template <Real T, std::size_t N>
 Var<T, N> attend(const MultiheadAttention<T>& mha, const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v,
                  const AnyMask<T>& attn_mask, const AnyMask<T>& key_padding_mask, bool need_weights,
-                 TransformerLayerOutput<T, N>* out = nullptr, bool per_head = false) {
+                 TransformerLayerOutput<T, N>* out = nullptr, bool per_head = false, bool mask_per_sequence = false) {
     MhaForwardOptions<T> fo;
     fo.attn_mask = attn_mask, fo.key_padding_mask = key_padding_mask;
+    fo.attn_mask_per_sequence = mask_per_sequence;
     fo.need_weights = need_weights && out;
     fo.average_attn_weights = !per_head;
     auto r = mha.forward(q, k, v, fo);
@@ -236,7 +240,9 @@ struct TransformerEncoderLayer {
         TransformerLayerOutput<T, N> out;
         const auto self_attention = [&](const Var<T, N>& h) {
             const Var<T, N> qk = detail::with_pos(h, o.pos);
-            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out);
+            const NameScope scope("self_attn");
+            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out,
+                                  false, o.src_mask_per_sequence);
         };
         out.output = detail::residual(src, norm1, dropout1, options.norm_first, self_attention);
         if (options.feed_forward)
@@ -298,10 +304,12 @@ struct TransformerDecoderLayer {
         TransformerLayerOutput<T, N> out;
         const auto self_attention = [&](const Var<T, N>& h) {
             const Var<T, N> qk = detail::with_pos(h, o.query_pos);
+            const NameScope scope("self_attn");
             return detail::attend(self_attn, qk, qk, h, o.tgt_mask, o.tgt_key_padding_mask, false);
         };
         const Var<T, N> memory_key = detail::with_pos(memory, o.pos);
         const auto cross_attention = [&](const Var<T, N>& h) {
+            const NameScope scope("multihead_attn");
             return detail::attend(multihead_attn, detail::with_pos(h, o.query_pos), memory_key, memory, o.memory_mask,
                                   o.memory_key_padding_mask, o.need_weights, &out,
                                   !o.average_attn_weights);
