@@ -1,7 +1,7 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
 // peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
-// steady step. `--model encoder_layer | transformer` times a Transformer step instead
+// steady step. `--model encoder_layer | transformer | masked_encoder` times a Transformer step instead
 // (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
 // the GEMM rates. Under mpirun each rank runs its even share of --batch of either step and the
 // gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global throughput
@@ -170,15 +170,20 @@ int run(const BenchOptions& o) {
 
 void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
-    cmd.add_option("--model", o.model, "mha (one MultiheadAttention step), encoder_layer or transformer")
-        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer"}));
+    cmd.add_option("--model", o.model,
+                   "mha (one MultiheadAttention step), encoder_layer, transformer or masked_encoder (3DETR's "
+                   "per-layer masks)")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
-    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer)")->check(between(1, 1 << 20));
-    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer)")->check(between(1, 64));
-    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer)")->check(between(0, 1));
+    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer, masked_encoder)")
+        ->check(between(1, 1 << 20));
+    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer); encoder layers (masked_encoder)")
+        ->check(between(1, 64));
+    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer, masked_encoder)")
+        ->check(between(0, 1));
     cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
