@@ -87,10 +87,11 @@ public:
         return value;
     }
 
-    // f(the trained module): the encoder layer or the Transformer.
+    // f(the trained module): the Transformer, the encoder or the encoder layer.
     template <class F>
     decltype(auto) with_module(F&& f) {
-        return tgt_ ? f(model_) : f(layer_);
+        if (tgt_) return f(model_);
+        return encoder_.layers.empty() ? f(layer_) : f(encoder_);
     }
 
 private:
