@@ -1,11 +1,11 @@
 // `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
 // peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
-// steady step. `--model encoder_layer | transformer` times a Transformer step instead
+// steady step. `--model encoder_layer | transformer | masked_encoder` times a Transformer step instead
 // (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
-// the GEMM rates. Under mpirun each rank runs its even share of --batch of the MultiheadAttention
-// step and the gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global
-// throughput and the time synchronize() took per step (the reduction not hidden behind backward).
+// the GEMM rates. Under mpirun each rank runs its even share of --batch of either step and the
+// gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global throughput
+// and the time synchronize() took per step (the reduction not hidden behind backward).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
@@ -102,46 +103,65 @@ nlohmann::json allocs_json(const Timing& t) {
     return heap_allocations_counted() ? nlohmann::json(t.allocs_per_step) : nlohmann::json();
 }
 
+// The data-parallel fields of the JSON line (world size 1 outside mpirun: nothing to reduce).
 template <Real T>
-int run(const BenchOptions& o) {
-    const dist::Context& ctx = process_group();
-    const auto& c = o.config;
-    if (o.model != "mha") {
-        if (ctx.world_size() > 1)
-            throw value_error("--model " + o.model + " does not run data-parallel under mpirun (--model mha does)");
-        bench::TransformerWorkload<T> workload({o.model, c.batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
-        const Timing t = time_steps(o, [&] { return workload.step(); }, [] {});
-        const nlohmann::ordered_json line = {
-            {"impl", "xgrad"}, {"model", o.model}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads},
-            {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
-            {"steps", o.steps}, {"median_us", t.median_us}, {"peak_rss_mb", peak_rss_mb()},
-            {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
-        fmt::print("{}\n", line.dump());
-        return 0;
-    }
-    bench::MhaConfig mine = c;
-    mine.batch = even_shard(ctx, c.batch, "--batch").size();
-    bench::MhaWorkload<T> workload(mine);
-    dist::DataParallel<T> data_parallel(ctx, workload.module(), {.overlap = o.overlap});
+nlohmann::ordered_json data_parallel_json(const dist::Context& ctx, const BenchOptions& o, const Timing& t,
+                                          const dist::DataParallel<T>& dp, const std::vector<double>& reduce_us) {
+    return {{"world_size", ctx.world_size()},
+            {"sequences_per_s", double(o.config.batch) / t.median_us * 1e6},
+            {"reduce_us", ctx.world_size() > 1 ? nlohmann::json(median(reduce_us)) : nlohmann::json(0)},
+            {"buckets", dp.bucket_count()},
+            {"buckets_started_in_backward", dp.buckets_started_in_backward()}};
+}
+
+// Times workload.step(reduce) with the module's gradients averaged over the ranks by `reduce`;
+// returns the timing and the data-parallel fields.
+template <Real T, class Workload, class M>
+std::pair<Timing, nlohmann::ordered_json> time_data_parallel(const BenchOptions& o, const dist::Context& ctx,
+                                                             Workload& workload, M& module) {
+    dist::DataParallel<T> data_parallel(ctx, module, {.overlap = o.overlap});
     const std::function<void()> reduce = [&] { data_parallel.synchronize(); };
     std::vector<double> reduce_us;
     reduce_us.reserve(std::size_t(o.steps));
     const Timing t = time_steps(o, [&] { return workload.step(reduce); },
                                 [&] { reduce_us.push_back(data_parallel.last_sync_seconds() * 1e6); });
+    return {t, data_parallel_json(ctx, o, t, data_parallel, reduce_us)};
+}
+
+template <Real T>
+int run(const BenchOptions& o) {
+    const dist::Context& ctx = process_group();
+    const auto& c = o.config;
+    const std::size_t my_batch = even_shard(ctx, c.batch, "--batch").size();
+    if (o.model != "mha") {
+        bench::TransformerWorkload<T> workload({o.model, my_batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
+        const auto [t, dp] =
+            workload.with_module([&](auto& module) { return time_data_parallel<T>(o, ctx, workload, module); });
+        if (!ctx.is_root()) return 0;
+        nlohmann::ordered_json line = {
+            {"impl", "xgrad"}, {"model", o.model}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads},
+            {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
+            {"steps", o.steps}, {"median_us", t.median_us}, {"peak_rss_mb", peak_rss_mb()},
+            {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+        line.update(dp);
+        fmt::print("{}\n", line.dump());
+        return 0;
+    }
+    bench::MhaConfig mine = c;
+    mine.batch = my_batch;
+    bench::MhaWorkload<T> workload(mine);
+    const auto [t, dp] = time_data_parallel<T>(o, ctx, workload, workload.module());
     if (!ctx.is_root()) return 0;
     const double gflops = bench::useful_flops(c) / t.median_us * 1e-3;
     const double blas = blas_gflops<T>(c, o.threads, std::max(o.steps, 20));
-    const nlohmann::ordered_json line = {
+    nlohmann::ordered_json line = {
         {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
-        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
-        {"world_size", ctx.world_size()}, {"sequences_per_s", double(c.batch) / t.median_us * 1e6},
-        {"reduce_us", ctx.world_size() > 1 ? nlohmann::json(median(reduce_us)) : nlohmann::json(0)},
-        {"buckets", data_parallel.bucket_count()},
-        {"buckets_started_in_backward", data_parallel.buckets_started_in_backward()},
-        // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
-        {"blas_core", openblas_get_corename()}};
+        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+    line.update(dp);
+    // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
+    line["blas_core"] = openblas_get_corename();
     fmt::print("{}\n", line.dump());
     return 0;
 }
@@ -150,15 +170,20 @@ int run(const BenchOptions& o) {
 
 void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
-    cmd.add_option("--model", o.model, "mha (one MultiheadAttention step), encoder_layer or transformer")
-        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer"}));
+    cmd.add_option("--model", o.model,
+                   "mha (one MultiheadAttention step), encoder_layer, transformer or masked_encoder (3DETR's "
+                   "per-layer masks)")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
-    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer)")->check(between(1, 1 << 20));
-    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer)")->check(between(1, 64));
-    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer)")->check(between(0, 1));
+    cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer, masked_encoder)")
+        ->check(between(1, 1 << 20));
+    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer); encoder layers (masked_encoder)")
+        ->check(between(1, 64));
+    cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer, masked_encoder)")
+        ->check(between(0, 1));
     cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));

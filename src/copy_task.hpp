@@ -10,6 +10,8 @@
 #include <map>
 #include <string>
 
+#include <xtensor/xview.hpp>
+
 #include "xgrad/xgrad.hpp"
 
 namespace xgrad::copy_task {
@@ -17,6 +19,12 @@ namespace xgrad::copy_task {
 struct Batch {
     xt::xtensor<std::int64_t, 2> tokens;   // (B, 2n)
     xt::xtensor<std::int64_t, 1> targets;  // (B·n): the second half, flattened
+
+    // Sequences [begin, end) (a data-parallel rank's share).
+    Batch rows(std::size_t begin, std::size_t end) const {
+        const std::size_t n = tokens.shape(1) / 2;
+        return {xt::view(tokens, xt::range(begin, end), xt::all()), xt::view(targets, xt::range(begin * n, end * n))};
+    }
 };
 
 // Tokens are drawn from [0, vocab); the separator is token `vocab`.

@@ -3,12 +3,12 @@
 // rank that prints and writes. Outside mpirun it is world size 1 and changes nothing. A command
 // using it registers in its setup_* with data_parallel_commands().insert(&cmd) (commands.hpp).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
-#include <xtensor/xview.hpp>
 
 #include "xgrad/dist/checkpoint.hpp"
 #include "xgrad/dist/collectives.hpp"
@@ -47,10 +47,10 @@ inline Shard uneven_shard(const dist::Context& ctx, std::size_t total) {
     return {rank * total / world, (rank + 1) * total / world};
 }
 
-// Rows [s.begin, s.end) of a's first axis (a copy).
-template <class A>
-A take_rows(const A& a, Shard s) {
-    return A(xt::view(a, xt::range(s.begin, s.end)));
+// ", 2 ranks of 16 sequences" under mpirun, "" in one process: what a command's header line adds.
+inline std::string ranks_note(const dist::Context& ctx, Shard shard, const std::string& rows) {
+    if (ctx.world_size() == 1) return "";
+    return ", " + std::to_string(ctx.world_size()) + " ranks of " + std::to_string(shard.size()) + " " + rows;
 }
 
 // The mean over ranks of a per-rank mean of equal-sized shards: the global mean, summed in rank
@@ -64,6 +64,13 @@ inline double global_mean(const dist::Context& ctx, double local_mean) {
 inline double global_sum(const dist::Context& ctx, double local) {
     dist::ordered_allreduce_sum(ctx, std::span<double>(&local, 1));
     return local;
+}
+
+// A fraction measured on this rank's `local` items as the fraction over all `total` items of the
+// ranks (the counts summed in rank order); a rank with no items adds nothing.
+inline double global_fraction(const dist::Context& ctx, double local_fraction, std::size_t local, std::size_t total) {
+    const double count = local == 0 ? 0 : std::round(local_fraction * double(local));
+    return global_sum(ctx, count) / double(total);
 }
 
 // CLI11's ExistingFile, checked on rank 0 only: under mpirun the other machines need not see the

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xview.hpp>
+
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -19,6 +21,13 @@ struct Batch {
     xt::xtensor<std::int64_t, 2> src;      // (B, n) digits in [0, vocab)
     xt::xtensor<std::int64_t, 2> tgt_in;   // (B, n) BOS (= vocab), then the sorted digits but the last
     xt::xtensor<std::int64_t, 1> targets;  // (B·n) the sorted digits, flattened
+
+    // Sequences [begin, end) (a data-parallel rank's share).
+    Batch rows(std::size_t begin, std::size_t end) const {
+        const std::size_t n = src.shape(1);
+        return {xt::view(src, xt::range(begin, end), xt::all()), xt::view(tgt_in, xt::range(begin, end), xt::all()),
+                xt::view(targets, xt::range(begin * n, end * n))};
+    }
 };
 
 // Digits drawn uniformly from [0, vocab); BOS is token `vocab`.

@@ -1,14 +1,18 @@
 // What the `xgrad train` commands of attention models (copy, sort) share: their run options
-// (seed, threads, evaluation and logging, --out, --resume), the progress display, resuming from a
+// (seed, threads, evaluation and logging, --out, --resume, --deterministic), the data-parallel
+// step and the loop of steps with its progress display, loss.csv and loss curve, resuming from a
 // checkpoint of the same model, and atomic text files. A command's options struct has the fields
 // named here (seed, threads, eval_every, log_every, quiet, verbose, out, resume, steps).
 #pragma once
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -54,6 +58,77 @@ TrainProgress train_progress(const Options& o, int first_step, bool quiet) {
     return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
 }
 
+// --deterministic, and the command registered as data-parallel: under mpirun --batch is the global
+// batch (even_shard), only rank 0 prints and writes (src/distributed.hpp).
+template <class Options>
+void add_data_parallel_options(CLI::App& cmd, Options& o) {
+    cmd.add_flag("--deterministic", o.deterministic,
+                 "under mpirun: sum gradients in rank order (bitwise the same on every rank and every run)");
+    data_parallel_commands().insert(&cmd);
+}
+
+// One data-parallel optimizer step from this rank's mean loss over its equal share of the batch:
+// backward, the gradients averaged over the ranks, the step. Returns the global mean loss (what one
+// process computes on the whole batch).
+template <class T, class Optimizer>
+double data_parallel_step(const dist::Context& ctx, dist::DataParallel<T>& data_parallel, Optimizer& optimizer,
+                          const Var<T, 0>& loss) {
+    backward(loss);
+    data_parallel.synchronize();
+    optimizer.step();
+    optimizer.zero_grad();
+    const double local = loss.value()();
+    tape().clear();
+    return global_mean(ctx, local);
+}
+
+// What a train step reports: the global mean loss and the learning rate it used.
+struct StepResult {
+    double loss, lr;
+};
+
+// A run of steps: loss.csv's text, the points of loss.png, the last loss and held-out scores.
+struct TrainRecord {
+    std::string csv;
+    LossCurve curve;
+    double loss = 0;
+    std::vector<double> scores;  // the last evaluation, one per score name
+    double seconds = 0;
+};
+
+// Steps first_step..o.steps: `step(s)` trains step s (StepResult); every o.eval_every steps and at
+// the last, `evaluate()` returns the held-out scores named `score_names` (the first is the one
+// plotted and shown in the progress). loss.csv's columns: step, loss, the scores (empty between
+// evaluations), lr.
+template <class Options, class Step, class Evaluate>
+TrainRecord run_train_steps(const Options& o, int first_step, bool quiet, const std::vector<std::string>& score_names,
+                            Step&& step, Evaluate&& evaluate) {
+    TrainProgress progress = train_progress(o, first_step, quiet);
+    TrainRecord r;
+    r.csv = "step,loss,";
+    for (const auto& name : score_names) r.csv += name + ",";
+    r.csv += "lr\n";
+    r.scores.assign(score_names.size(), 0.0);
+    const auto start = std::chrono::steady_clock::now();
+    for (int s = first_step; s <= o.steps; ++s) {
+        const StepResult done = step(s);
+        r.loss = done.loss;
+        const bool eval_now = s % o.eval_every == 0 || s == o.steps;
+        if (eval_now) {
+            r.scores = evaluate();
+            r.curve.eval_steps.push_back(s), r.curve.accuracy.push_back(r.scores.at(0));
+        }
+        r.curve.steps.push_back(s), r.curve.loss.push_back(done.loss);
+        r.csv += fmt::format("{},{},", s, done.loss);
+        for (const double score : r.scores) r.csv += eval_now ? fmt::format("{},", score) : ",";
+        r.csv += fmt::format("{}\n", done.lr);
+        progress.update(s, done.loss, eval_now ? std::optional(r.scores.at(0)) : std::nullopt);
+    }
+    progress.finish();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+}
+
 // Loads o.resume into the model, the optimizer and the generators (every rank's, from rank 0's
 // file) and returns the first step to run. The checkpoint must record the same model (`wanted`: a
 // different --heads would otherwise load without complaint) and fewer steps than o.steps;
@@ -78,11 +153,11 @@ int resume_checkpoint(const dist::Context& ctx, const Options& o, const char* co
     return int(done) + 1;
 }
 
-// The folder of a finished run, written by rank 0: metrics.json, loss.csv, loss.png (drawn from
-// `curve`), attention.png and checkpoint.npz (the model, the optimizer, `steps`, every rank's
-// generators and the model `config`; the other ranks only send their generators). Everything is
-// encoded before the folder is made and every file is written atomically: a failure leaves no
-// half-filled output.
+// The folder of a finished run, written by rank 0: metrics.json (with "world_size" added),
+// loss.csv, loss.png (drawn from `curve`), attention.png and checkpoint.npz (the model, the
+// optimizer, `steps`, every rank's generators and the model `config`; the other ranks only send
+// their generators). Everything is encoded before the folder is made and every file is written
+// atomically: a failure leaves no half-filled output.
 template <class Model, class Optimizer>
 void write_train_outputs(const dist::Context& ctx, const std::string& dir, const nlohmann::json& metrics,
                          const std::string& csv, const LossCurve& curve,
@@ -93,7 +168,9 @@ void write_train_outputs(const dist::Context& ctx, const std::string& dir, const
     if (!ctx.is_root()) return dist::save_checkpoint(ctx, out / "checkpoint.npz", model, optimizer, steps, generators, config);
     const auto loss_png = loss_chart_png(curve);
     std::filesystem::create_directories(out);
-    write_text(out / "metrics.json", metrics.dump(2) + "\n");
+    nlohmann::json all_metrics = metrics;
+    all_metrics["world_size"] = ctx.world_size();
+    write_text(out / "metrics.json", all_metrics.dump(2) + "\n");
     write_text(out / "loss.csv", csv);
     write_png(out / "loss.png", loss_png);
     write_png(out / "attention.png", attention_png);

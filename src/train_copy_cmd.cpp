@@ -4,10 +4,9 @@
 // takes an equal share of every step's batch, and only rank 0 prints and writes.
 #include <cblas.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <optional>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -76,14 +75,7 @@ int train_copy(const CopyOptions& o) {
     const auto held_out = copy_task::make_batch(o.eval_sequences, o.model.seq, o.model.vocab, held_out_draws);
     // Each rank evaluates its share of the held-out sequences; the counts are summed.
     const Shard eval_shard = uneven_shard(ctx, std::size_t(o.eval_sequences));
-    const copy_task::Batch my_held_out{take_rows(held_out.tokens, eval_shard),
-                                       take_rows(held_out.targets, {eval_shard.begin * o.model.seq,
-                                                                    eval_shard.end * o.model.seq})};
-    const auto held_out_accuracy = [&] {
-        const double rows = double(my_held_out.targets.size());
-        const double right = rows == 0 ? 0 : std::round(copy_task::accuracy(model, my_held_out) * rows);
-        return global_sum(ctx, right) / double(held_out.targets.size());
-    };
+    const copy_task::Batch my_held_out = held_out.rows(eval_shard.begin, eval_shard.end);
 
     const bool quiet = o.quiet || !root;
     const auto say = [&](const std::string& line) {
@@ -91,45 +83,32 @@ int train_copy(const CopyOptions& o) {
     };
     say(fmt::format("copy task: {} tokens from a vocabulary of {}, embed {}, {} heads, batch {}, Adam lr {}{}{}",
                     o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr,
-                    ctx.world_size() > 1 ? fmt::format(", {} ranks of {} sequences", ctx.world_size(), shard.size()) : "",
+                    ranks_note(ctx, shard, "sequences"),
                     o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    TrainProgress progress = train_progress(o, first_step, quiet);
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
-    std::string csv = "step,loss,accuracy,lr\n";
-    LossCurve curve;
-    const auto start = std::chrono::steady_clock::now();
-    double loss_value = 0, acc = 0;
-    for (int step = first_step; step <= o.steps; ++step) {
-        // Every rank draws the whole global batch (the data of one process) and trains on its rows.
-        const auto batch = copy_task::make_batch(o.batch, o.model.seq, o.model.vocab, data_gen);
-        const auto tokens = take_rows(batch.tokens, shard);
-        const auto targets = take_rows(batch.targets, {shard.begin * o.model.seq, shard.end * o.model.seq});
-        auto loss = cross_entropy(model(tokens), targets);
-        backward(loss);
-        data_parallel.synchronize();
-        adam.step();
-        adam.zero_grad();
-        tape().clear();
-        loss_value = global_mean(ctx, loss.value()());
-        const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-        if (eval_now) {
-            acc = held_out_accuracy();
-            curve.eval_steps.push_back(step), curve.accuracy.push_back(acc);
-        }
-        curve.steps.push_back(step), curve.loss.push_back(loss_value);
-        csv += fmt::format("{},{},{},{}\n", step, loss_value, eval_now ? fmt::format("{}", acc) : "", o.lr);
-        progress.update(step, loss_value, eval_now ? std::optional(acc) : std::nullopt);
-    }
-    progress.finish();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TrainRecord run = run_train_steps(
+        o, first_step, quiet, {"accuracy"},
+        [&](int) {
+            // Every rank draws the whole global batch (the data of one process) and trains on its rows.
+            const auto batch =
+                copy_task::make_batch(o.batch, o.model.seq, o.model.vocab, data_gen).rows(shard.begin, shard.end);
+            const auto loss = cross_entropy(model(batch.tokens), batch.targets);
+            return StepResult{data_parallel_step(ctx, data_parallel, adam, loss), o.lr};
+        },
+        [&] {
+            const std::size_t rows = my_held_out.targets.size();
+            const double acc = rows == 0 ? 0 : copy_task::accuracy(model, my_held_out);
+            return std::vector{global_fraction(ctx, acc, rows, held_out.targets.size())};
+        });
+    const double loss_value = run.loss, acc = run.scores[0], seconds = run.seconds;
     say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out token accuracy {:.4f}",
                     o.steps - first_step + 1, seconds, loss_value, acc));
     if (o.out.empty()) return 0;
     const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss_value}, {"accuracy", acc},
-                                    {"seconds", seconds}, {"seed", o.seed}, {"world_size", ctx.world_size()}};
-    curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
+                                    {"seconds", seconds}, {"seed", o.seed}};
+    run.curve.title = fmt::format("copy task: {} tokens, vocabulary {}, embed {}, {} heads, batch {}, Adam lr {}",
                               o.model.seq, o.model.vocab, o.model.embed, o.model.heads, o.batch, o.lr);
-    write_train_outputs(ctx, o.out, metrics, csv, curve, root ? attention_picture(model, held_out, o.steps)
+    write_train_outputs(ctx, o.out, metrics, run.csv, run.curve, root ? attention_picture(model, held_out, o.steps)
                                                               : std::vector<unsigned char>{},
                         model, adam, o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
@@ -149,10 +128,8 @@ void setup_train_copy(CLI::App& copy) {
     copy.add_option("--lr", o.lr, "Adam learning rate")->check(positive());
     copy.add_flag("--causal,!--no-causal", o.model.causal, "causal attention mask (default on)");
     add_train_run_options(copy, o);
-    copy.add_flag("--deterministic", o.deterministic,
-                  "under mpirun: sum gradients in rank order (bitwise the same on every rank and every run)");
+    add_data_parallel_options(copy, o);
     copy.callback([] { selected_action() = [] { return train_copy(o); }; });
-    data_parallel_commands().insert(&copy);
 }
 
 }  // namespace xgrad::cli

@@ -1,16 +1,17 @@
 // `xgrad train sort`: a small nn::Transformer learns to sort a sequence of digits (teacher forcing
 // under a causal mask, Adam with a linear warmup); held-out sequences are decoded greedily and
-// scored by exact match and token accuracy.
+// scored by exact match and token accuracy. Under mpirun it trains data-parallel as train copy does
+// (src/distributed.hpp): --batch is the global batch split evenly, only rank 0 prints and writes.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <optional>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <xtensor/xview.hpp>
 
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "plot.hpp"
 #include "sort_task.hpp"
 #include "train_common.hpp"
@@ -33,6 +34,7 @@ struct SortOptions {
     int eval_sequences = 1000;
     int log_every = 100;
     bool quiet = false, verbose = false;
+    bool deterministic = false;
     std::string out;
     std::string resume;
 };
@@ -74,7 +76,9 @@ std::vector<unsigned char> attention_picture(const sort_task::Model<float>& mode
 
 int train_sort(const SortOptions& o) {
     set_num_threads(std::size_t(o.threads));
-    const dist::Context& ctx = process_group();  // one process: train sort is not data-parallel
+    const dist::Context& ctx = process_group();
+    const Shard shard = even_shard(ctx, std::size_t(o.batch), "--batch");
+    const bool root = ctx.is_root();
     Generator init_gen(o.seed), data_gen(o.seed + 1), held_out_gen(o.seed + 2);
     sort_task::Model<float> model(o.model, init_gen);
     optim::Adam adam(model, {.lr = o.lr});
@@ -88,55 +92,53 @@ int train_sort(const SortOptions& o) {
     generators.insert(generators.end(), {{"data", &data_gen}, {"held_out", &held_out_gen}});
     const int first_step =
         o.resume.empty() ? 1 : resume_checkpoint(ctx, o, "train sort", o.model.config(), model, adam, generators);
+    // Every rank holds rank 0's parameters (the same already: the same seed) and averages gradients.
+    dist::DataParallel<float> data_parallel(ctx, model, {.deterministic = o.deterministic});
     Generator held_out_draws = held_out_gen;
     const auto held_out = sort_task::make_batch(std::size_t(o.eval_sequences), o.model.seq, o.model.vocab, held_out_draws);
+    // Each rank decodes its share of the held-out sequences; the counts are summed.
+    const Shard eval_shard = uneven_shard(ctx, std::size_t(o.eval_sequences));
+    const sort_task::Batch my_held_out = held_out.rows(eval_shard.begin, eval_shard.end);
 
+    const bool quiet = o.quiet || !root;
     const auto say = [&](const std::string& line) {
-        if (!o.quiet) fmt::print("{}\n", line);
+        if (!quiet) fmt::print("{}\n", line);
     };
-    say(describe(o) + (o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
-    TrainProgress progress = train_progress(o, first_step, o.quiet);
+    say(describe(o) + ranks_note(ctx, shard, "sequences") +
+        (o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
     // Every file is written at the end, atomically: a run that fails leaves nothing behind.
-    std::string csv = "step,loss,exact_match,token_accuracy,lr\n";
-    LossCurve curve;
-    const auto start = std::chrono::steady_clock::now();
-    double loss_value = 0;
-    sort_task::Score score;
-    for (int step = first_step; step <= o.steps; ++step) {
-        const double lr = schedule.apply(adam, std::size_t(step));
-        const auto batch = sort_task::make_batch(std::size_t(o.batch), o.model.seq, o.model.vocab, data_gen);
-        auto loss = cross_entropy(model(batch), batch.targets);
-        backward(loss);
-        adam.step();
-        adam.zero_grad();
-        tape().clear();
-        loss_value = loss.value()();
-        const bool eval_now = step % o.eval_every == 0 || step == o.steps;
-        if (eval_now) {
-            score = sort_task::score(model, held_out);
-            curve.eval_steps.push_back(step), curve.accuracy.push_back(score.exact_match);
-        }
-        curve.steps.push_back(step), curve.loss.push_back(loss_value);
-        csv += eval_now ? fmt::format("{},{},{},{},{}\n", step, loss_value, score.exact_match, score.token_accuracy, lr)
-                        : fmt::format("{},{},,,{}\n", step, loss_value, lr);
-        progress.update(step, loss_value, eval_now ? std::optional(score.exact_match) : std::nullopt);
-    }
-    progress.finish();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TrainRecord run = run_train_steps(
+        o, first_step, quiet, {"exact_match", "token_accuracy"},
+        [&](int step) {
+            const double lr = schedule.apply(adam, std::size_t(step));
+            // Every rank draws the whole global batch (the data of one process) and trains on its rows.
+            const auto batch = sort_task::make_batch(std::size_t(o.batch), o.model.seq, o.model.vocab, data_gen)
+                                   .rows(shard.begin, shard.end);
+            const auto loss = cross_entropy(model(batch), batch.targets);
+            return StepResult{data_parallel_step(ctx, data_parallel, adam, loss), lr};
+        },
+        [&] {
+            const std::size_t rows = eval_shard.size(), tokens = my_held_out.targets.size();
+            const sort_task::Score s = rows == 0 ? sort_task::Score{} : sort_task::score(model, my_held_out);
+            return std::vector{global_fraction(ctx, s.exact_match, rows, held_out.src.shape(0)),
+                               global_fraction(ctx, s.token_accuracy, tokens, held_out.targets.size())};
+        });
+    const double loss_value = run.loss, exact_match = run.scores[0], token_accuracy = run.scores[1];
     say(fmt::format("finished {} steps in {:.1f} s: loss {:.4f}, held-out exact match {:.4f}, token accuracy {:.4f}",
-                    o.steps - first_step + 1, seconds, loss_value, score.exact_match, score.token_accuracy));
+                    o.steps - first_step + 1, run.seconds, loss_value, exact_match, token_accuracy));
     if (o.out.empty()) return 0;
     const nlohmann::json metrics = {{"steps", o.steps},
                                     {"final_loss", loss_value},
-                                    {"exact_match", score.exact_match},
-                                    {"token_accuracy", score.token_accuracy},
+                                    {"exact_match", exact_match},
+                                    {"token_accuracy", token_accuracy},
                                     {"eval_sequences", o.eval_sequences},
-                                    {"seconds", seconds},
+                                    {"seconds", run.seconds},
                                     {"seed", o.seed}};
-    curve.title = fmt::format("sort task: {} digits, d_model {}, {} heads, {}+{} layers", o.model.seq, o.model.d_model,
+    run.curve.title = fmt::format("sort task: {} digits, d_model {}, {} heads, {}+{} layers", o.model.seq, o.model.d_model,
                               o.model.heads, o.model.layers, o.model.layers);
-    curve.accuracy_name = "held-out exact match";
-    write_train_outputs(ctx, o.out, metrics, csv, curve, attention_picture(model, held_out, o.steps), model, adam,
+    run.curve.accuracy_name = "held-out exact match";
+    write_train_outputs(ctx, o.out, metrics, run.csv, run.curve,
+                        root ? attention_picture(model, held_out, o.steps) : std::vector<unsigned char>{}, model, adam,
                         o.steps, generators, o.model.config());
     say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, checkpoint.npz", o.out));
     return 0;
@@ -153,7 +155,7 @@ void setup_train_sort(CLI::App& sort) {
     sort.add_option("--ffn", o.model.ffn, "feed-forward dimension")->check(at_least(1));
     sort.add_option("--layers", o.model.layers, "encoder layers and decoder layers, each")->check(between(1, 16));
     sort.add_option("--steps", o.steps, "training steps")->check(at_least(1));
-    sort.add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
+    sort.add_option("--batch", o.batch, "sequences per step (under mpirun: in all, split evenly over the ranks)")->check(at_least(1));
     sort.add_option("--lr", o.lr, "Adam learning rate after the warmup")->check(positive());
     sort.add_option("--warmup", o.warmup, "steps of linear learning-rate warmup from 0")->check(at_least(0));
     sort.add_option("--decay-steps", o.decay_steps,
@@ -162,6 +164,7 @@ void setup_train_sort(CLI::App& sort) {
         ->check(at_least(1));
     sort.add_option("--eval-sequences", o.eval_sequences, "held-out sequences, decoded greedily")->check(at_least(1));
     add_train_run_options(sort, o);
+    add_data_parallel_options(sort, o);
     sort.callback([] { selected_action() = [] { return train_sort(o); }; });
 }
 

@@ -2,7 +2,8 @@
 # A steady training step makes no heap allocation: usage check_bench_allocs.sh XGRAD
 # `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers):
 # checked for the MultiheadAttention workload and the Transformer ones (an encoder layer, and
-# encoder + decoder stacks with padding and causal masks, dropout in training mode).
+# encoder + decoder stacks with padding and causal masks, dropout in training mode, and 3DETR's
+# encoder with a (B, L, L) mask per layer).
 # The configurations avoid the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
 # "Where the time goes on machine A"). Under AddressSanitizer nothing is counted (allocs_per_step
 # is null) and the check is skipped.
@@ -26,5 +27,7 @@ for dtype in float32 float64; do
     check "encoder_layer $dtype" --model encoder_layer --batch 4 --seq 16 --embed 64 --heads 4 --ffn 128 \
         --dropout 0.1 --dtype "$dtype"
     check "transformer $dtype" --model transformer --batch 4 --seq 16 --embed 32 --heads 4 --ffn 64 --layers 2 \
+        --dropout 0.1 --dtype "$dtype"
+    check "masked_encoder $dtype" --model masked_encoder --batch 4 --seq 16 --embed 32 --heads 4 --ffn 64 --layers 2 \
         --dropout 0.1 --dtype "$dtype"
 done

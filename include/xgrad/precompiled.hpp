@@ -45,7 +45,8 @@
 // Per rank N of the operand (1 to 4).
 #define XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, N)                                                                 \
     XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, N)                                                                    \
-    EXTERN template Var<T, N> detail::linear_vars<T, N>(const Var<T, N>&, const Var<T, 2>&, const Var<T, 1>*);     \
+    EXTERN template Var<T, N> detail::linear_vars<T, N>(const Var<T, N>&, const Var<T, 2>&, const Var<T, 1>*,     \
+                                                        LinearActivation);                                         \
     EXTERN template Var<T, N> softmax<T, N>(const Var<T, N>&, long);                                               \
     EXTERN template Var<T, N> log_softmax<T, N>(const Var<T, N>&, long);                                           \
     EXTERN template Var<T, N> detail::layer_norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&,  \
@@ -57,6 +58,7 @@
     EXTERN template Var<T, N - 1> detail::reduce_axis<T, N>(const Var<T, N>&, long, Reduction);                    \
     EXTERN template Var<T, N> detail::reduce_axis_keep<T, N>(const Var<T, N>&, long, Reduction);                   \
     EXTERN template Var<T, N> dropout<T, N>(const Var<T, N>&, double, bool, Generator&);                           \
+    EXTERN template Var<T, N> add_dropout<T, N>(const Var<T, N>&, const Var<T, N>&, double, bool, Generator&);     \
     EXTERN template Var<T, N> slice<T, N>(const Var<T, N>&, long, long, long);                                     \
     EXTERN template Var<T, N> transpose<T, N>(const Var<T, N>&, long, long);                                       \
     EXTERN template Var<T, N> permute<T, N>(const Var<T, N>&, const std::array<std::size_t, N>&);                  \

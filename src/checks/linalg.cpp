@@ -1,5 +1,5 @@
-// Gradient checks for matmul and linear (2-D, batched, folded; with and without bias; shared and
-// expression operands).
+// Gradient checks for matmul and linear (2-D, batched, folded; with and without bias; with relu or
+// gelu in the same node; shared and expression operands).
 #include "xgrad/check/registry.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -39,6 +39,21 @@ const RegisterGradchecks registered_linalg{"linalg", {
     {"linear", "x(4) W(3,4) b(3)",
      [] { return gradcheck(lin, randn<1>({4}, 17), randn<2>(S2{3, 4}, 18), randn<1>({3}, 19)); }},
     {"linear", "x(4) W(3,4) no bias", [] { return gradcheck(lin_nobias, randn<1>({4}, 23), randn<2>(S2{3, 4}, 21)); }},
+    {"linear", "relu(x(2,3,4) W(5,4) b(5)) one node",
+     [] {
+         return gradcheck([](auto& x, auto& w, auto& b) { return linear(x, w, b, LinearActivation::relu); },
+                          randn<3>(S3{2, 3, 4}, 30), randn<2>(S2{5, 4}, 31), randn<1>({5}, 32));
+     }},
+    {"linear", "gelu(x(5,4) W(3,4) b(3)) one node",
+     [] {
+         return gradcheck([](auto& x, auto& w, auto& b) { return linear(x, w, b, LinearActivation::gelu); },
+                          randn<2>(S2{5, 4}, 33), randn<2>(S2{3, 4}, 34), randn<1>({3}, 35));
+     }},
+    {"linear", "gelu(x(4) W(3,4)) no bias, one node",
+     [] {
+         return gradcheck([](auto& x, auto& w) { return linear(x, w, Var<double, 1>{}, LinearActivation::gelu); },
+                          randn<1>({4}, 36), randn<2>(S2{3, 4}, 37));
+     }},
     {"linear", "x(3,4) W1(3,4) W2(2,3) two layers, tanh",
      [] {
          return gradcheck([](auto& x, auto& w1, auto& w2) { return linear(tanh(linear(x, w1)), w2); },

@@ -33,6 +33,26 @@ const RegisterGradchecks registered_norm_dropout{"norm_dropout", {
      [] { return gradcheck([](auto& x) { return layer_norm(x, 1e-3); }, randn<1>({7}, 8)); }},
     {"dropout", "(3,5) p=0.3", [] { return check_dropout(randn<2>({3, 5}, 8), 0.3); }},
     {"dropout", "(2,2,4) p=0.6", [] { return check_dropout(randn<3>({2, 2, 4}, 9), 0.6); }},
+    {"add_dropout", "(3,5) + (3,5) p=0.3",
+     [] {
+         Generator gen;
+         return gradcheck(
+             [&](auto& r, auto& x) {
+                 gen.manual_seed(7);
+                 return add_dropout(r, x, 0.3, true, gen);
+             },
+             randn<2>({3, 5}, 12), randn<2>({3, 5}, 13));
+     }},
+    {"add_dropout", "(2,3,4) residual x + dropout(x*x), p=0.5",
+     [] {
+         Generator gen;
+         return gradcheck(
+             [&](auto& x) {
+                 gen.manual_seed(8);
+                 return add_dropout(x, Var<double, 3>(x * x), 0.5, true, gen);
+             },
+             randn<3>({2, 3, 4}, 14));
+     }},
     {"dropout", "(10) sum(dropout(x)*x), p=0.3",
      [] {
          Generator gen;

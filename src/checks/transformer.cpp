@@ -1,7 +1,8 @@
 // Gradient checks of the Transformer layers, stacks and nn::Transformer (nn/transformer.hpp): full
 // Jacobians in double w.r.t. every input (src, tgt, memory, pos, query_pos) and every parameter
 // (one flat input), across norm_first × activation × mask kinds × batch_first / unbatched ×
-// DETR's positions, 3DETR's per-layer masks and attention weights, and dropout in training.
+// DETR's positions, 3DETR's per-layer masks and attention weights, dropout in training, and
+// nn::DetrTransformer.
 // d_model 4, nhead 2, dim_feedforward 6, S = 3 source and T = 2 target positions, batch 2.
 #include <cstddef>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "mha_check.hpp"
 #include "xgrad/check/registry.hpp"
 #include "xgrad/nn/additive_attention.hpp"
+#include "xgrad/nn/detr.hpp"
 #include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
@@ -223,6 +225,24 @@ const RegisterGradchecks registered_transformer{"transformer", {
              },
              sequence<3>(T, false, 111), sequence<3>(S, false, 112), sequence<3>(S, false, 113),
              sequence<3>(T, false, 114));
+     }},
+    {"DetrTransformer", "1+2 post-norm layers, 3 queries, return_intermediate, a padded column; hs and memory",
+     [] {
+         Generator gen(130);
+         const auto m = with_random_parameters(
+             nn::DetrTransformer<double>({.layer = small(false, Act::relu), .num_encoder_layers = 1,
+                                          .num_decoder_layers = 2, .num_queries = 3, .return_intermediate = true},
+                                         gen),
+             130);
+         xt::xtensor<bool, 3> mask = xt::zeros<bool>({B, std::size_t(2), std::size_t(3)});
+         mask(1, 0, 2) = mask(1, 1, 2) = true;
+         return module_gradcheck(
+             m, false,
+             [&](const auto& detr, const auto& features) {
+                 const auto r = detr.forward(features, mask);
+                 return concat({flat(r.hs), flat(r.memory)}, 0);
+             },
+             randn<4>({B, E, 2, 3}, 131));
      }},
     {"TransformerDecoder", "3DETR: 2 pre-norm gelu layers batch_first, no final norm, cross-attention weights",
      [] {

@@ -103,7 +103,8 @@ TEST_CASE("xgrad inspect lists the tape of a Transformer folder") {
     const std::string text = listing.str();
     CAPTURE(text);
     for (const char* want : {"decoder_layer d_model=4 nhead=2, tgt (2, 2, 4) float64", "query_pos", "memory",
-                             "self_attn.in_proj_weight", "multihead_attn.out_proj.weight", "norm3.bias", "weights"})
+                             "self_attn.in_proj_weight", "multihead_attn.out_proj.weight", "norm3.bias", "weights",
+                             "self_attn.output", "multihead_attn.output"})
         CHECK_MESSAGE(text.find(want) != std::string::npos, want);
     // the dump holds the inputs with their gradients, as `xgrad transformer` writes them
     const auto a = fixture("detr_decoder_layer_post");

@@ -211,7 +211,12 @@ TEST_CASE("DataParallel: a parameter no rank reached keeps no gradient; one rank
         BOOST_HANA_DEFINE_STRUCT(WithExtras, (Net<double>, net), (Var<double, 1>, only_rank0), (Var<double, 1>, unused));
     };
     WithExtras m{Net<double>(5), parameter(xt::xtensor<double, 1>{1.0, 2.0}), parameter(xt::xtensor<double, 1>{3.0})};
-    dist::DataParallel<double> dp(ctx(), m);
+    // 1 MiB buckets pack every parameter into one; 16-byte buckets give each a bucket of its own,
+    // reduced in place on its gradient.
+    std::size_t bucket_bytes = 1 << 20;
+    SUBCASE("packed") {}
+    SUBCASE("in place") { bucket_bytes = 16; }
+    dist::DataParallel<double> dp(ctx(), m, {.bucket_bytes = bucket_bytes});
     auto [x, t] = rows<double>(9, 2, 0, 2);
     Var<double, 0> loss = mse_loss(m.net(x), t);
     if (ctx().is_root()) loss = loss + sum(m.only_rank0);

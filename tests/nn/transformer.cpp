@@ -85,6 +85,38 @@ TEST_CASE("generate_square_subsequent_mask and repeat_for_heads") {
     CHECK_THROWS_AS(nn::repeat_for_heads(AnyMask<double>(ignore_mask(xt::xtensor<bool, 2>{{true}})), 2), shape_error);
 }
 
+TEST_CASE("a mask per sequence is read by every head: the same as 3DETR's tiling") {
+    Generator gen(5);
+    const nn::TransformerEncoderLayer<double> layer(tiny(), gen);  // 2 heads
+    const auto src = constant(xt::xtensor<double, 3>{{{0.3, -1.0, 0.5, 0.2}, {1.1, 0.4, -0.7, 0.0}},
+                                                     {{-0.2, 0.8, 0.1, -0.9}, {0.6, -0.3, 0.9, 0.4}},
+                                                     {{0.5, 0.5, -0.4, 1.2}, {-1.3, 0.2, 0.3, -0.5}}});  // (S 3, N 2, E 4)
+    // (N 2, S 3, S 3): sequence 0 attends to earlier keys, sequence 1 to later ones
+    const AnyMask<double> per_sequence = ignore_mask(xt::xtensor<bool, 3>{
+        {{false, true, true}, {false, false, true}, {false, false, false}},
+        {{false, false, false}, {true, false, false}, {true, true, false}}});
+    const auto run = [&](const nn::EncoderForwardOptions<double, 3>& fo) {
+        const auto out = layer.forward(src, fo);
+        backward(sum(out * out));
+        std::vector<xt::xarray<double>> values{out.value(), layer.self_attn.in_proj_weight.grad()};
+        layer.self_attn.in_proj_weight.zero_grad();
+        tape().clear();
+        return values;
+    };
+    nn::EncoderForwardOptions<double, 3> shared, tiled;
+    shared.src_mask = per_sequence, shared.src_mask_per_sequence = true;
+    tiled.src_mask = nn::repeat_for_heads(per_sequence, 2);
+    const auto a = run(shared), b = run(tiled), unmasked = run({});
+    CHECK(a[0] == b[0]);
+    CHECK(a[1] == b[1]);
+    CHECK(xt::amax(xt::abs(a[0] - unmasked[0]))() > 1e-3);  // the mask matters
+
+    shared.src_mask = tiled.src_mask;  // (N·H, S, S) is not one mask per sequence
+    CHECK_THROWS_WITH_AS(layer.forward(src, shared), doctest::Contains("(2, 3, 3) (N, L, S): one mask per sequence"),
+                         shape_error);
+    tape().clear();
+}
+
 TEST_CASE("stacks start from independent copies with equal values") {
     Generator gen(2);
     const nn::TransformerEncoderLayer<double> layer(tiny(), gen);

@@ -112,6 +112,35 @@ TEST_CASE_TEMPLATE("linear equals x·Wᵀ + b computed with loops", T, float, do
     CHECK(std::string(y.op_name()) == "linear");
 }
 
+TEST_CASE_TEMPLATE("linear with relu or gelu in one node equals the activation of linear, values and gradients", T,
+                   float, double) {
+    using xgrad::LinearActivation;
+    const xt::xtensor<T, 3> xv = randn<3>(S3{3, 4, 6}, 40), gv = randn<3>(S3{3, 4, 5}, 41);
+    const xt::xtensor<T, 2> wv = randn<2>(S2{5, 6}, 42);
+    const xt::xtensor<T, 1> bv = randn<1>({5}, 43);
+    for (const auto act : {LinearActivation::relu, LinearActivation::gelu}) {
+        auto x1 = parameter(xv), x2 = parameter(xv);
+        auto w1 = parameter(wv), w2 = parameter(wv);
+        auto b1 = parameter(bv), b2 = parameter(bv);
+        auto fused = xgrad::linear(x1, w1, b1, act);
+        const auto plain_pre = xgrad::linear(x2, w2, b2);
+        xgrad::Var<T, 3> plain = act == LinearActivation::relu ? xgrad::Var<T, 3>(xgrad::relu(plain_pre))
+                                                                : xgrad::Var<T, 3>(xgrad::gelu(plain_pre));
+        CHECK(std::string(fused.op_name()) == (act == LinearActivation::relu ? "linear_relu" : "linear_gelu"));
+        std::size_t zeros = 0;
+        for (T v : fused.value()) zeros += v == 0;
+        if (act == LinearActivation::relu) CHECK(zeros > 0);  // the relu cut something
+        CHECK(fused.value() == plain.value());
+        xgrad::backward(fused, gv);
+        xgrad::backward(plain, gv);
+        const auto flat = [](const auto& a) { return std::vector<T>(a.begin(), a.end()); };
+        check_close(x1.grad(), flat(x2.grad()), 1e-6);
+        check_close(w1.grad(), flat(w2.grad()), 1e-6);
+        check_close(b1.grad(), flat(b2.grad()), 1e-6);
+        xgrad::tape().clear();
+    }
+}
+
 TEST_CASE("linear on a rank-1 input, hand-computed") {
     auto x = parameter(xt::xtensor<double, 1>{1, 2});
     auto w = parameter(xt::xtensor<double, 2>{{1, 0}, {2, 3}, {-1, 1}});

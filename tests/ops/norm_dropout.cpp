@@ -2,6 +2,7 @@
 // src/checks/norm_dropout.cpp.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -146,22 +147,36 @@ TEST_CASE("Generator: same seed, same sequence") {
     CHECK(a.initial_seed() == 42);
 }
 
-TEST_CASE("dropout: fraction of zeros near p, kept values scaled by 1/(1-p)") {
-    constexpr std::size_t n = 200000;
+TEST_CASE("dropout: binomial fraction of zeros, overall, per word of the Philox block and in adjacent pairs") {
+    // Each element is dropped independently with probability p: the number of zeros among n is
+    // Binomial(n, p), whose fraction has std σ = sqrt(p(1−p)/n); a deviation of 6σ has probability
+    // 2e-9. Checked overall, for each of the 64 positions i mod 64 (each word and lane of the
+    // Philox blocks) and for adjacent pairs both kept ((1−p)² independent).
+    constexpr std::size_t n = 1 << 20;
     Generator gen(7);
-    for (double p : {0.1, 0.5, 0.8}) {
+    for (double p : {0.1, 0.5, 0.8, 0.999}) {
         CAPTURE(p);
         auto x = constant(xt::xtensor<double, 1>(xt::ones<double>({n})));
         auto y = dropout(x, p, true, gen);
-        std::size_t zeros = 0, scaled = 0;
-        for (double v : y.value()) {
-            zeros += v == 0;
-            scaled += v == 1 / (1 - p);
+        std::size_t zeros = 0, scaled = 0, both_kept = 0;
+        std::array<std::size_t, 64> zeros_at{};
+        const double* v = y.value().data();
+        for (std::size_t i = 0; i < n; ++i) {
+            zeros += v[i] == 0, zeros_at[i % 64] += v[i] == 0;
+            scaled += v[i] == 1 / (1 - p);
+            if (i % 2 == 1) both_kept += v[i] != 0 && v[i - 1] != 0;
         }
-        // std of the fraction is sqrt(p(1-p)/n) <= 0.0012; allow 5 of them
-        CHECK(std::abs(double(zeros) / n - p) < 0.006);
-        CHECK(zeros + scaled == n);
+        const auto within = [](std::size_t count, std::size_t trials, double q) {
+            return std::abs(double(count) / double(trials) - q) < 6 * std::sqrt(q * (1 - q) / double(trials));
+        };
+        CHECK(within(zeros, n, p));
+        CHECK(zeros + scaled == n);  // every kept value is exactly 1/(1-p)
+        for (std::size_t r = 0; r < 64; ++r) CHECK(within(zeros_at[r], n / 64, p));
+        CHECK(within(both_kept, n / 2, (1 - p) * (1 - p)));
     }
+    // float: kept values are exactly float(1/(1-p))
+    auto yf = dropout(constant(xt::xtensor<float, 1>(xt::ones<float>({1000}))), 0.3, true, gen);
+    for (float v : yf.value()) CHECK((v == 0.f || v == float(1 / 0.7)));
 }
 
 TEST_CASE("dropout: same seed gives the same mask, backward uses it") {
@@ -194,8 +209,42 @@ TEST_CASE("dropout: eval mode and p == 0 are the identity, p == 1 gives zeros") 
     CHECK(gen.uniform() == fresh.uniform());  // nothing was drawn
     auto y = dropout(x, 1.0, true, gen);
     CHECK(max_abs_diff(y.value(), xt::xtensor<double, 2>(xt::zeros<double>({3, 4}))) == 0);
+    // p just below 1: still everything dropped (⌈p · 2³²⌉ = 2³²), every gradient 0
+    auto y_almost = dropout(x, 1 - 1e-12, true, gen);
+    CHECK(max_abs_diff(y_almost.value(), xt::xtensor<double, 2>(xt::zeros<double>({3, 4}))) == 0);
     backward(sum(y));
     CHECK(max_abs_diff(x.grad(), xt::xtensor<double, 2>(xt::zeros<double>({3, 4}))) == 0);
+}
+
+TEST_CASE("add_dropout is residual + dropout with the same mask, in one node") {
+    const auto r0 = randn<2>({6, 50}, 4), x0 = randn<2>({6, 50}, 5), g0 = randn<2>({6, 50}, 6);
+    auto r1 = parameter(r0), x1 = parameter(x0), r2 = parameter(r0), x2 = parameter(x0);
+    Generator g1(21), g2(21);
+    const std::size_t before = tape().size();
+    auto fused = add_dropout(r1, x1, 0.4, true, g1);
+    CHECK(tape().size() == before + 1);
+    CHECK(std::string(fused.node()->op_name()) == "add_dropout");
+    auto plain = eval(r2 + dropout(x2, 0.4, true, g2));
+    // the same mask: r + x·m, rounded once (a fused multiply-add) or twice
+    CHECK(max_abs_diff(fused.value(), plain.value()) < 1e-14);
+    backward(fused, g0);
+    backward(plain, g0);
+    CHECK(max_abs_diff(x1.grad(), x2.grad()) == 0);
+    CHECK(max_abs_diff(r1.grad(), g0) == 0);  // dR = dY
+    // not training, or p = 0: the plain sum
+    Generator g3(1);
+    CHECK(max_abs_diff(add_dropout(r1, x1, 0.5, false, g3).value(), xt::xtensor<double, 2>(r0 + x0)) == 0);
+    CHECK(max_abs_diff(add_dropout(r1, x1, 0.0, true, g3).value(), xt::xtensor<double, 2>(r0 + x0)) == 0);
+    // p = 1: the residual alone; an infinite x gives NaN where dropped, as torch's x · 0
+    auto inf = constant(xt::xtensor<double, 1>{1.0, std::numeric_limits<double>::infinity()});
+    auto y = add_dropout(constant(xt::xtensor<double, 1>{2.0, 3.0}), inf, 1.0, true, g3);
+    CHECK(y.value()(0) == 2.0);
+    CHECK(std::isnan(y.value()(1)));
+    CHECK_THROWS_WITH_AS(add_dropout(r1, parameter(randn<2>({6, 49})), 0.1, true, g3),
+                         "add_dropout: residual has shape (6, 50) but x has shape (6, 49); they must be equal",
+                         shape_error);
+    CHECK_THROWS_AS(add_dropout(r1, x1, 1.5, true, g3), value_error);
+    tape().clear();
 }
 
 TEST_CASE("dropout errors") {

@@ -5,7 +5,8 @@
 //   print_backward(std::cout, g);   // the ops a gradient reached, in the order backward ran them
 //   write_dot(file, g);             // the graph for Graphviz
 //
-// Names come from named() (MultiheadAttention names qkv, weights, context, output, ...); an unnamed
+// Names come from named() (MultiheadAttention names qkv, weights, context, output, ...), prefixed
+// by the module path of the open NameScopes ("decoder.layers.1.multihead_attn.output"); an unnamed
 // op is "#i" (its tape position), an unnamed leaf "leaf i".
 #pragma once
 #include <algorithm>

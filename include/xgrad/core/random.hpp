@@ -1,6 +1,8 @@
 // xgrad::Generator: a seeded random source for ops that draw (dropout) and for initializers.
 // Same seed, same sequence, on every platform: uniform() is built from the raw engine bits, not
-// from std:: distributions (whose output is implementation-defined).
+// from std:: distributions (whose output is implementation-defined). Dropout draws one number per
+// call from it (an offset) and its seed keys the counter-based Philox stream of the mask
+// (core/philox.hpp, ops/dropout.hpp).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -10,10 +10,12 @@
 //   adam.step();
 //
 // Gradients travel in flat buckets of at most `bucket_bytes`, over the parameters in reverse
-// declaration order (roughly the order backward finishes them), always in the same order. With
-// `overlap` (the default, not in deterministic mode) a bucket's reduction starts during backward,
-// as soon as the tape walk has passed the last use of all its parameters (core/tape.hpp,
-// BackwardObserver); synchronize() then waits for the rest. A parameter no rank gave a gradient
+// declaration order (roughly the order backward finishes them), always in the same order; a
+// parameter of a bucket's size or more starts a bucket of its own. With `overlap` (the default,
+// not in deterministic mode) a bucket's reduction starts during backward, as soon as the tape walk
+// has passed the last use of all its parameters (core/tape.hpp, BackwardObserver), from a packed
+// copy; synchronize() reduces the rest, a bucket that holds one piece of one parameter in place on
+// its gradient (MPI_Allreduce with MPI_IN_PLACE: no copy), and waits for the started ones. A parameter no rank gave a gradient
 // keeps none; one that some ranks did not reach gets their zeros in the average (as in torch).
 // `deterministic` sums each element in rank order (dist::ordered_allreduce_sum): bitwise the same
 // on every rank and in every run. no_sync() skips the reduction for gradient accumulation.
@@ -23,6 +25,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -113,26 +116,30 @@ private:
     };
     struct Bucket {
         std::vector<Piece> pieces;
-        std::vector<T> sent, summed;  // packed gradients, and their sum over ranks
+        std::size_t size = 0;         // elements
+        std::vector<T> sent, summed;  // packed gradients, and (started in backward) their sum over ranks
         std::size_t ready_at = 0;     // the walk has passed the last use of every parameter here
 #if XGRAD_HAVE_MPI
-        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Request request = MPI_REQUEST_NULL;  // started during backward: summing into `summed`
 #endif
-        bool started = false;
     };
 
     void check_same_parameters();
     void make_buckets();
     void pack(Bucket& b) const {
+        b.sent.resize(b.size);  // a no-op after the first step
         for (const Piece& piece : b.pieces) {
             const T* g = params_[piece.param].grad();
             if (g) std::memcpy(b.sent.data() + piece.at, g + piece.from, piece.count * sizeof(T));
             else std::memset(b.sent.data() + piece.at, 0, piece.count * sizeof(T));
         }
     }
-    void start(Bucket& b);
-    void wait(Bucket& b);
-    void unpack(const Bucket& b);
+    void start_in_backward(Bucket& b);
+    void reduce_now(Bucket& b);
+    void unpack(const Bucket& b, const T* sum, bool check);
+    void sum_in_place(std::span<T> data) const {
+        options_.deterministic ? ordered_allreduce_sum(ctx_, data) : allreduce_sum(ctx_, data);
+    }
 
     // ---- BackwardObserver: start buckets during backward (overlap) ----
     void backward_begins(const Tape& tape, std::size_t root) override;
@@ -185,57 +192,64 @@ template <Real T>
 void DataParallel<T>::make_buckets() {
     const std::size_t capacity = options_.bucket_bytes / sizeof(T);
     for (std::size_t i = params_.size(); i-- > 0;) {
+        // A large parameter starts a fresh bucket: its full buckets are reduced in place.
+        if (params_[i].size >= capacity && !buckets_.empty() && buckets_.back().size > 0) buckets_.emplace_back();
         for (std::size_t from = 0; from < params_[i].size;) {
-            if (buckets_.empty() || buckets_.back().sent.size() == capacity) buckets_.emplace_back();
+            if (buckets_.empty() || buckets_.back().size == capacity) buckets_.emplace_back();
             Bucket& b = buckets_.back();
-            const std::size_t count = std::min(capacity - b.sent.size(), params_[i].size - from);
-            b.pieces.push_back({i, from, count, b.sent.size()});
-            b.sent.resize(b.sent.size() + count);
+            const std::size_t count = std::min(capacity - b.size, params_[i].size - from);
+            b.pieces.push_back({i, from, count, b.size});
+            b.size += count;
             from += count;
         }
     }
-    for (Bucket& b : buckets_) b.summed.resize(b.sent.size());
 }
 
+// During backward (overlap): a non-blocking sum of a packed copy, which unpack() checks against
+// the gradients (they must not have changed since).
 template <Real T>
-void DataParallel<T>::start(Bucket& b) {
+void DataParallel<T>::start_in_backward(Bucket& b) {
     pack(b);
-    b.started = true;
+    b.summed.resize(b.size);
 #if XGRAD_HAVE_MPI
-    if (!options_.deterministic) {
-        detail::check(MPI_Iallreduce(b.sent.data(), b.summed.data(), int(b.sent.size()), detail::mpi_type<T>(),
-                                     MPI_SUM, MPI_COMM_WORLD, &b.request),
-                      "MPI_Iallreduce", ctx_);
+    detail::check(MPI_Iallreduce(b.sent.data(), b.summed.data(), int(b.size), detail::mpi_type<T>(), MPI_SUM,
+                                 MPI_COMM_WORLD, &b.request),
+                  "MPI_Iallreduce", ctx_);
+#endif
+}
+
+// After backward: a blocking sum in place, on the gradient itself when the bucket is one piece.
+template <Real T>
+void DataParallel<T>::reduce_now(Bucket& b) {
+    if (b.pieces.size() == 1) {
+        const Piece& piece = b.pieces.front();
+        if (presence_[piece.param] == 0) return;  // no rank has a gradient (the same on every rank)
+        T* g = params_[piece.param].grad_for_write() + piece.from;
+        sum_in_place(std::span<T>(g, piece.count));
+        const T world = T(ctx_.world_size());
+        for (std::size_t i = 0; i < piece.count; ++i) g[i] /= world;
         return;
     }
-#endif
-    b.summed = b.sent;
-    ordered_allreduce_sum(ctx_, std::span<T>(b.summed));
+    pack(b);
+    sum_in_place(std::span<T>(b.sent));
+    unpack(b, b.sent.data(), false);
 }
 
 template <Real T>
-void DataParallel<T>::wait(Bucket& b) {
-#if XGRAD_HAVE_MPI
-    if (b.request != MPI_REQUEST_NULL) detail::check(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait", ctx_);
-#endif
-    b.started = false;
-}
-
-template <Real T>
-void DataParallel<T>::unpack(const Bucket& b) {
+void DataParallel<T>::unpack(const Bucket& b, const T* sum, bool check) {
     const T world = T(ctx_.world_size());
     for (const Piece& piece : b.pieces) {
         const Param& p = params_[piece.param];
         if (presence_[piece.param] == 0) continue;  // no rank has a gradient: it stays absent
         // Started during backward: the gradient must not have changed since (an op whose node does
         // not report its inputs would let a bucket start before its parameter's last use).
-        if (const T* g = p.grad(); g && std::memcmp(g + piece.from, b.sent.data() + piece.at, piece.count * sizeof(T)))
+        if (const T* g = p.grad();
+            check && g && std::memcmp(g + piece.from, b.sent.data() + piece.at, piece.count * sizeof(T)))
             throw tape_error("DataParallel: the gradient of \"" + p.name +
                              "\" changed after its reduction started during backward: an op on the tape does not "
                              "report its inputs (Node::for_each_input); construct DataParallel with overlap = false");
         T* out = p.grad_for_write() + piece.from;
-        const T* sum = b.summed.data() + piece.at;
-        for (std::size_t i = 0; i < piece.count; ++i) out[i] = sum[i] / world;
+        for (std::size_t i = 0; i < piece.count; ++i) out[i] = sum[piece.at + i] / world;
     }
 }
 
@@ -246,12 +260,16 @@ void DataParallel<T>::synchronize() {
     // Which parameters have a gradient anywhere (one small reduction).
     for (std::size_t i = 0; i < params_.size(); ++i) presence_[i] = params_[i].grad() ? 1 : 0;
     allreduce_sum(ctx_, std::span<int>(presence_));
-    for (; next_bucket_ < buckets_.size(); ++next_bucket_) start(buckets_[next_bucket_]);
-    // Every reduction completes before anything can throw: no request is left behind.
-    for (Bucket& b : buckets_) wait(b);
+    const std::size_t started = next_bucket_;
+    for (; next_bucket_ < buckets_.size(); ++next_bucket_) reduce_now(buckets_[next_bucket_]);
     next_bucket_ = 0;
     in_flight_ = false;
-    for (const Bucket& b : buckets_) unpack(b);
+    // Every started reduction completes before anything can throw: no request is left behind.
+#if XGRAD_HAVE_MPI
+    for (std::size_t k = 0; k < started; ++k)
+        detail::check(MPI_Wait(&buckets_[k].request, MPI_STATUS_IGNORE), "MPI_Wait", ctx_);
+#endif
+    for (std::size_t k = 0; k < started; ++k) unpack(buckets_[k], buckets_[k].summed.data(), true);
     last_sync_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -286,10 +304,11 @@ void DataParallel<T>::backward_begins(const Tape& tape, std::size_t root) {
 template <Real T>
 void DataParallel<T>::backward_passed(std::size_t position) {
     if (!in_flight_ || skip_) return;
-    // In bucket order only: every rank issues the same collectives in the same order.
-    while (next_bucket_ < buckets_.size() && position <= buckets_[next_bucket_].ready_at) {
-        start(buckets_[next_bucket_++]);
-        if (position > 0) ++started_in_backward_;  // nodes are left: backward still runs
+    // In bucket order only: every rank issues the same collectives in the same order. What is
+    // ready only at the last node (position 0) waits for synchronize(), which reduces it in place.
+    while (position > 0 && next_bucket_ < buckets_.size() && position <= buckets_[next_bucket_].ready_at) {
+        start_in_backward(buckets_[next_bucket_++]);
+        ++started_in_backward_;
     }
 #if XGRAD_HAVE_MPI
     // Drive the started reductions forward (Open MPI progresses non-blocking collectives only inside MPI calls).

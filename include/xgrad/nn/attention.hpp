@@ -50,6 +50,9 @@ struct MhaForwardOptions {
     AnyMask<T> key_padding_mask{};  // (N, S) batched or (S) unbatched
     bool need_weights = true;
     AnyMask<T> attn_mask{};         // (L, S) or (N*num_heads, L, S)
+    // attn_mask is (N, L, S) (unbatched: (1, L, S)): one mask per sequence, read by every head of
+    // it without tiling it to (N*num_heads, L, S) (3DETR's per-layer masks; not a torch argument)
+    bool attn_mask_per_sequence = false;
     bool average_attn_weights = true;
     bool is_causal = false;  // with no attn_mask: a causal mask is applied
     // d2l's valid lengths (int64): keys j >= valid_lens[n] ((N) batched, () unbatched) or
@@ -211,7 +214,8 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const std::size_t D = head_dim();
     // The masks, checked before anything is recorded; merged over the scores (N, H, L, S') in the node.
     const std::size_t Sp = S + (bias_k && bias_v ? 1 : 0) + (options.add_zero_attn ? 1 : 0);
-    detail::MhaMasks<T> masks{opts.key_padding_mask, opts.attn_mask, opts.is_causal && !opts.attn_mask,
+    detail::MhaMasks<T> masks{opts.key_padding_mask, opts.attn_mask, opts.attn_mask_per_sequence,
+                              opts.is_causal && !opts.attn_mask,
                               opts.valid_lens ? &*opts.valid_lens : nullptr, {B, H, L, S, Sp, batched, {}, {}}};
     std::copy(query.shape().begin(), query.shape().end(), masks.geometry.query_shape.begin());
     std::copy(key.shape().begin(), key.shape().end(), masks.geometry.key_shape.begin());
@@ -262,7 +266,8 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         throw value_error("MultiheadAttention: dropout " + std::to_string(p) +
                           " while training, but the module has no dropout_generator");
     // weights (N·H, L, S') = dropout(masked_softmax(q·kᵀ/√D)); context (.., E) = weights · v per head.
-    // Node names stay within 15 characters, std::string's inline capacity: naming never allocates.
+    // Node names (under the module path of the open NameScopes) are written into the reused nodes'
+    // labels, whose capacity stays: a steady step's naming allocates nothing.
     // The path: nn/attention/paths.hpp.
     const T scale = T(1 / std::sqrt(double(D)));
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}

@@ -103,6 +103,12 @@ struct Dropout {
     auto operator()(const X& x) const {
         return (*this)(xgrad::detail::module_input<void>(x));
     }
+    // residual + (*this)(x) in one node and one pass (add_dropout), the same mask: a residual connection.
+    template <Real T, std::size_t N>
+    Var<T, N> add(const Var<T, N>& residual, const Var<T, N>& x) const {
+        if (!generator) throw value_error("Dropout: the module has no generator");
+        return add_dropout(residual, x, p, training, *generator);
+    }
 
 private:
     static double check(double p) {

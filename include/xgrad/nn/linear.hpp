@@ -27,6 +27,12 @@ struct Linear {
     auto operator()(const X& x) const {
         return (*this)(xgrad::detail::module_input<T>(x));
     }
+    // activation(x·Wᵀ + b) in one node (relu or gelu, ops/linalg.hpp): a feed-forward block's first layer.
+    template <std::size_t N>
+    Var<T, N> operator()(const Var<T, N>& x, LinearActivation activation) const {
+        xgrad::detail::require_var(weight, "Linear", "weight");
+        return linear(x, weight, bias, activation);
+    }
     std::size_t in_features() const { return weight.shape(1); }
     std::size_t out_features() const { return weight.shape(0); }
 };

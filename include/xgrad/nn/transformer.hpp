@@ -12,7 +12,7 @@
 //
 // DETR's final-norm rules are the caller's choice of `norm`: its encoder has one only with
 // normalize_before (norm_first), its decoder always. 3DETR: EncoderForwardOptions::layer_masks gives
-// each layer its own (N, S, S) mask, repeated over the heads (repeat_for_heads), and
+// each layer its own (N, S, S) mask, shared by the heads (as 3DETR's tiling, repeat_for_heads), and
 // forward_with_weights returns every layer's attention weights. A plain copy of a layer or stack
 // shares its tensors and generators (nn/clone.hpp); nn::clone makes an independent one.
 // State-dict names are torch's: encoder.layers.0.self_attn.in_proj_weight, decoder.norm.weight, ...
@@ -65,6 +65,15 @@ AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
 }
 
 namespace detail {
+
+// xavier_uniform_ on every parameter of m with more than one dim, in state-dict order (torch's
+// Transformer._reset_parameters, DETR's).
+template <class M>
+void xavier_uniform_matrices(M& m, Generator& gen) {
+    for_each_parameter(m, [&](const std::string&, auto& p) {
+        if constexpr (std::remove_cvref_t<decltype(p)>::rank > 1) init::xavier_uniform_(p, gen);
+    });
+}
 
 // xs[0..k) of one shape -> (k, shape...)
 template <Real T, std::size_t N>
@@ -122,11 +131,13 @@ struct TransformerEncoder {
         if (!o.layer_masks.empty() && o.src_mask)
             throw value_error("TransformerEncoder: give src_mask or layer_masks, not both");
         TransformerStackOutput<T, N> out;
-        EncoderForwardOptions<T, N> per_layer{{}, o.src_key_padding_mask, o.pos, o.need_weights, {}};
+        // 3DETR's layer masks are read per sequence, not tiled over the heads: a step copies no mask.
+        EncoderForwardOptions<T, N> per_layer{o.src_mask, o.src_key_padding_mask, o.pos, o.need_weights, {},
+                                              o.src_mask_per_sequence || !o.layer_masks.empty()};
         Var<T, N> x = src;
         for (std::size_t i = 0; i < layers.size(); ++i) {
-            per_layer.src_mask = o.layer_masks.empty() ? o.src_mask
-                                                       : repeat_for_heads(o.layer_masks[i], layers[i].options.nhead);
+            if (!o.layer_masks.empty()) per_layer.src_mask = o.layer_masks[i];
+            const NameScope in_layers("layers"), in_layer(index_name(i));
             auto r = layers[i].forward_with_weights(x, per_layer);
             x = r.output;
             if (o.need_weights) out.attn_weights.push_back(r.attn_weights);
@@ -181,6 +192,7 @@ private:
         TransformerStackOutput<T, N> out;
         Var<T, N> x = tgt;
         for (std::size_t i = 0; i < layers.size(); ++i) {
+            const NameScope in_layers("layers"), in_layer(index_name(i));
             auto r = layers[i].forward_with_weights(x, memory, o);
             x = r.output;
             if (o.need_weights && o.average_attn_weights) out.attn_weights.push_back(r.attn_weights);
@@ -219,9 +231,7 @@ struct Transformer {
                                         LayerNorm<T>(lo.d_model, lo.layer_norm_eps));
         decoder = TransformerDecoder<T>(TransformerDecoderLayer<T>(lo, init_gen), o.num_decoder_layers,
                                         LayerNorm<T>(lo.d_model, lo.layer_norm_eps));
-        for_each_parameter(*this, [&](const std::string&, auto& p) {
-            if constexpr (std::remove_cvref_t<decltype(p)>::rank > 1) init::xavier_uniform_(p, init_gen);
-        });
+        detail::xavier_uniform_matrices(*this, init_gen);
     }
 
     // src (S, N, E), tgt (T, N, E) (batch_first: (N, S, E), (N, T, E); unbatched (S, E), (T, E)) -> (T, N, E)
@@ -233,7 +243,11 @@ struct Transformer {
                               " need the same batch size" + (options.layer.batch_first ? " (axis 0)" : " (axis 1)"));
         EncoderForwardOptions<T, N> eo;
         eo.src_mask = o.src_mask, eo.src_key_padding_mask = o.src_key_padding_mask;
-        const Var<T, N> memory = encoder.forward(src, eo);
+        const Var<T, N> memory = [&] {
+            const NameScope scope("encoder");
+            return encoder.forward(src, eo);
+        }();
+        const NameScope scope("decoder");
         DecoderForwardOptions<T, N> d;
         d.tgt_mask = o.tgt_mask, d.memory_mask = o.memory_mask;
         d.tgt_key_padding_mask = o.tgt_key_padding_mask, d.memory_key_padding_mask = o.memory_key_padding_mask;

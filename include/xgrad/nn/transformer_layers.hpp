@@ -66,9 +66,12 @@ struct EncoderForwardOptions {
     AnyMask<T> src_key_padding_mask{};  // (N, S) / (S)
     Var<T, N> pos{};                    // DETR: added to queries and keys of every layer
     bool need_weights = false;          // return each layer's self-attention weights
-    // Stack only (3DETR): one mask per layer instead of src_mask, each (N, S, S), repeated for every
-    // head to (N·nhead, S, S) in torch's n·nhead + h order (repeat_for_heads).
+    // Stack only (3DETR): one mask per layer instead of src_mask, each (N, S, S), shared by every
+    // head of sequence n (3DETR tiles it to (N·nhead, S, S) in n·nhead + h order, repeat_for_heads;
+    // the stack reads it without the copy: src_mask_per_sequence).
     std::vector<AnyMask<T>> layer_masks{};
+    // src_mask is one mask per sequence, (N, S, S) (unbatched: (1, S, S)), shared by its heads.
+    bool src_mask_per_sequence = false;
 };
 
 template <Real T, std::size_t N>
@@ -122,13 +125,12 @@ Var<T, N> with_pos(const Var<T, N>& x, const Var<T, N>& pos) {
     return x + pos;
 }
 
-// One sublayer with its residual connection, in either norm order:
-// pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))).
+// One sublayer with its residual connection, in either norm order (the sum and dropout in one
+// node, Dropout::add): pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))).
 template <Real T, std::size_t N, class F>
 Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& drop, bool norm_first, F&& sublayer) {
-    if (norm_first) return x + drop(sublayer(norm(x)));
-    const Var<T, N> sum = x + drop(sublayer(x));
-    return norm(sum);
+    if (norm_first) return drop.add(x, Var<T, N>(sublayer(norm(x))));
+    return norm(drop.add(x, Var<T, N>(sublayer(x))));
 }
 
 // One attention of a layer: its output, and when asked its weights into `out`: head-averaged
@@ -136,9 +138,10 @@ Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& 
 template <Real T, std::size_t N>
 Var<T, N> attend(const MultiheadAttention<T>& mha, const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v,
                  const AnyMask<T>& attn_mask, const AnyMask<T>& key_padding_mask, bool need_weights,
-                 TransformerLayerOutput<T, N>* out = nullptr, bool per_head = false) {
+                 TransformerLayerOutput<T, N>* out = nullptr, bool per_head = false, bool mask_per_sequence = false) {
     MhaForwardOptions<T> fo;
     fo.attn_mask = attn_mask, fo.key_padding_mask = key_padding_mask;
+    fo.attn_mask_per_sequence = mask_per_sequence;
     fo.need_weights = need_weights && out;
     fo.average_attn_weights = !per_head;
     auto r = mha.forward(q, k, v, fo);
@@ -160,21 +163,21 @@ void check_layer_input(const MultiheadAttention<T>& attn, const Var<T, N>& x, co
 }
 
 // The feed-forward block and activation both layers share (they have the same member names).
+// relu and gelu run inside linear1's node (linear with an activation, ops/linalg.hpp).
 template <class Layer, Real T, std::size_t N>
 Var<T, N> feed_forward(const Layer& layer, const Var<T, N>& x) {
-    const Var<T, N> hidden = layer.linear1(x);
     Var<T, N> activated;
     if (layer.activation_function) {
+        const Var<T, N> hidden = layer.linear1(x);
         if constexpr (N == 3) {
             activated = layer.activation_function(hidden);
         } else {  // unbatched (L, F) as (L, 1, F)
             const long L = long(hidden.shape(0)), F = long(hidden.shape(1));
             activated = reshape<2>(layer.activation_function(reshape<3>(hidden, {L, 1, F})), {L, F});
         }
-    } else if (layer.options.activation == Activation::gelu) {
-        activated = gelu(hidden);
     } else {
-        activated = relu(hidden);
+        activated = layer.linear1(x, layer.options.activation == Activation::gelu ? LinearActivation::gelu
+                                                                                   : LinearActivation::relu);
     }
     return layer.linear2(layer.dropout(activated));
 }
@@ -237,7 +240,9 @@ struct TransformerEncoderLayer {
         TransformerLayerOutput<T, N> out;
         const auto self_attention = [&](const Var<T, N>& h) {
             const Var<T, N> qk = detail::with_pos(h, o.pos);
-            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out);
+            const NameScope scope("self_attn");
+            return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out,
+                                  false, o.src_mask_per_sequence);
         };
         out.output = detail::residual(src, norm1, dropout1, options.norm_first, self_attention);
         if (options.feed_forward)
@@ -299,10 +304,12 @@ struct TransformerDecoderLayer {
         TransformerLayerOutput<T, N> out;
         const auto self_attention = [&](const Var<T, N>& h) {
             const Var<T, N> qk = detail::with_pos(h, o.query_pos);
+            const NameScope scope("self_attn");
             return detail::attend(self_attn, qk, qk, h, o.tgt_mask, o.tgt_key_padding_mask, false);
         };
         const Var<T, N> memory_key = detail::with_pos(memory, o.pos);
         const auto cross_attention = [&](const Var<T, N>& h) {
+            const NameScope scope("multihead_attn");
             return detail::attend(multihead_attn, detail::with_pos(h, o.query_pos), memory_key, memory, o.memory_mask,
                                   o.memory_key_padding_mask, o.need_weights, &out,
                                   !o.average_attn_weights);

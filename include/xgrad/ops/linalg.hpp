@@ -6,10 +6,12 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <vector>
 
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/ops/blas.hpp"
+#include "xgrad/ops/elementwise.hpp"
 
 namespace xgrad {
 
@@ -119,7 +121,16 @@ void column_sums(const T* y, std::size_t rows, std::size_t n, T beta, T* sum) {
     }
 }
 
-// y (rows, out) = x (rows, in) · Wᵀ + b, rows = all leading dimensions of x folded together.
+}  // namespace detail
+
+// The activation linear(x, W, b, activation) applies to its output in the same node.
+enum class LinearActivation { none, relu, gelu };
+
+namespace detail {
+
+// y (rows, out) = act(x (rows, in) · Wᵀ + b), rows = all leading dimensions of x folded together;
+// act is none, relu or gelu (relu_op and gelu_op of ops/elementwise.hpp), applied in place to the
+// GEMM's output.
 template <Real T, std::size_t N>
 class LinearNode final : public TensorNode<T, N> {
 public:
@@ -127,8 +138,15 @@ public:
     Var<T, 2> weight;
     Var<T, 1> bias;  // empty when there is no bias
     std::size_t rows = 0, in = 0, out = 0;
+    LinearActivation activation = LinearActivation::none;
+    std::vector<T> pre;  // gelu: the GEMM's output before the activation (relu's derivative reads y)
+    std::vector<T> pre_grad;  // with an activation, backward: dY ⊙ act'(pre), what the GEMMs read
 
-    const char* op_name() const override { return "linear"; }
+    const char* op_name() const override {
+        return activation == LinearActivation::relu ? "linear_relu"
+               : activation == LinearActivation::gelu ? "linear_gelu"
+                                                       : "linear";
+    }
     auto inputs() { return std::tie(x, weight, bias); }
     void release_inputs() override {
         x = {};
@@ -141,11 +159,38 @@ public:
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
         blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
                    T(0), this->value.data(), bias ? bias.value().data() : nullptr);
+        T* y = this->value.data();
+        const std::size_t n = this->value.size();
+        if (activation == LinearActivation::relu) {  // Y = relu(Y)
+            parallel_for(n, 2.0 * double(n), [&](std::size_t begin, std::size_t end) {
+                for (std::size_t i = begin; i < end; ++i) y[i] = relu_op{}.f(y[i]);
+            });
+        } else if (activation == LinearActivation::gelu) {  // pre = Y, Y = gelu(pre)
+            pre.assign(y, y + n);
+            parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
+                for (std::size_t i = begin; i < end; ++i) y[i] = gelu_op{}.f(pre[i]);
+            });
+        }
     }
 
     void backward() override {
         // each writes its whole gradient: beta 0 overwrites on first touch in a pass, 1 accumulates
         const T* gy = this->grad_buffer().data();
+        if (activation != LinearActivation::none) {
+            // dPre (rows,out) = dY (rows,out) ⊙ act'(pre); relu' from y: y > 0 exactly where pre > 0
+            const std::size_t n = this->value.size();
+            pre_grad.resize(n);
+            const T* y = this->value.data();
+            T* gp = pre_grad.data();
+            const bool relu = activation == LinearActivation::relu;
+            parallel_for(n, (relu ? 2.0 : 30.0) * double(n), [&](std::size_t begin, std::size_t end) {
+                if (relu)
+                    for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * relu_op{}.d(y[i]);
+                else
+                    for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * gelu_op{}.d(pre[i]);
+            });
+            gy = gp;
+        }
         if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
             const auto [gx, beta] = x.node()->grad_target();
             blas::gemm(blas::Op::none, blas::Op::none, rows, in, out, T(1), gy, weight.value().data(), beta, gx);
@@ -162,7 +207,8 @@ public:
 };
 
 template <Real T, std::size_t N>
-Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>* bias) {
+Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>* bias,
+                      LinearActivation activation = LinearActivation::none) {
     require_var(x, "linear", "x");
     require_var(weight, "linear", "weight");
     if (bias && !*bias) bias = nullptr;  // an empty bias Var means no bias
@@ -182,6 +228,7 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
         node.rows = extent_product(sx, 0, N - 1);
         node.in = sx[N - 1];
         node.out = sw[0];
+        node.activation = activation;
         node.forward();
     }, x, weight, bias ? *bias : Var<T, 1>{});
 }
@@ -210,6 +257,14 @@ auto linear(const Var<T, N>& x, const Var<TW, NW>& weight, const Var<TB, NB>& bi
     static_assert(types_fit, "xgrad: linear cannot mix float and double operands");
     static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1, weight (out, in) of rank 2 and bias (out) of rank 1");
     if constexpr (types_fit && ranks_fit) return detail::linear_vars(x, weight, &bias);
+}
+// linear(x, W, b, activation) = activation(x · Wᵀ + b) in one node (relu or gelu applied to the
+// GEMM's output in place; a feed-forward block's first layer); LinearActivation::none: linear(x, W, b).
+// An empty bias means none.
+template <Real T, std::size_t N>
+Var<T, N> linear(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>& bias, LinearActivation activation) {
+    static_assert(N >= 1, "xgrad: linear needs x of rank >= 1");
+    return detail::linear_vars(x, weight, &bias, activation);
 }
 // linear(x, W) = x · Wᵀ: x (..., in), W (out, in) -> (..., out).
 template <Real T, std::size_t N, Real TW, std::size_t NW>

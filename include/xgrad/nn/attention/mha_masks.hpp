@@ -2,6 +2,8 @@
 // and merged over its scores (N, H, L, S') by the one mask merge of ops/score_masks.hpp:
 //   key_padding_mask (N, S) / (S)                      read as (N, 1, 1, S)
 //   attn_mask (L, S), or (N·H, L, S) / (H, L, S)       read as (1, 1, L, S) or (N, H, L, S)
+//   attn_mask per sequence (N, L, S) / (1, L, S)       read as (N, 1, L, S): the heads of sequence n
+//                                                      share mask[n] (3DETR's masks, not tiled)
 //   is_causal (no attn_mask): key j > query i ignored; valid_lens (N) / (N, L): keys j >= len
 // Masks cover the S given keys; keys [S, S') (bias_k, zero attention) are never masked.
 #pragma once
@@ -54,8 +56,8 @@ bool shape_is(const S& s, std::initializer_list<std::size_t> want) {
                       g.inputs());
 }
 
-// Checks a key_padding_mask ('k') or attn_mask ('a') against the inputs; the view it is read
-// through over the scores' leading axes (N, H, L).
+// Checks a key_padding_mask ('k'), attn_mask ('a') or per-sequence attn_mask ('s') against the
+// inputs; the view it is read through over the scores' leading axes (N, H, L).
 template <Real T>
 std::array<std::size_t, 3> mask_view(const AnyMask<T>& m, char layout, const char* operand, const MaskGeometry& g) {
     const std::size_t N = g.batch, H = g.heads, L = g.tgt_len, S = g.src_len;
@@ -68,6 +70,10 @@ std::array<std::size_t, 3> mask_view(const AnyMask<T>& m, char layout, const cha
         if (g.batched ? !shape_is(s, {N, S}) : !shape_is(s, {S}))
             fail(g.batched ? shape_str(dims{N, S}) + " (N, S)" : shape_str(dims{S}) + " (S)");
         return {N, 1, 1};
+    }
+    if (layout == 's') {
+        if (!shape_is(s, {N, L, S})) fail(shape_str(dims{N, L, S}) + " (N, L, S): one mask per sequence");
+        return {N, 1, L};
     }
     if (shape_is(s, {L, S})) return {1, 1, L};
     if (!shape_is(s, {N * H, L, S}))
@@ -95,6 +101,7 @@ template <Real T>
 struct MhaMasks {
     const AnyMask<T>& key_padding_mask;
     const AnyMask<T>& attn_mask;
+    bool attn_mask_per_sequence;  // (N, L, S), shared by the heads of each sequence
     bool causal;  // is_causal without an attn_mask
     const xt::xarray<std::int64_t>* valid_lens;
     MaskGeometry geometry;
@@ -102,7 +109,7 @@ struct MhaMasks {
 
     void check() {
         if (key_padding_mask) kpm_view = mask_view(key_padding_mask, 'k', "key_padding_mask", geometry);
-        if (attn_mask) attn_view = mask_view(attn_mask, 'a', "attn_mask", geometry);
+        if (attn_mask) attn_view = mask_view(attn_mask, attn_mask_per_sequence ? 's' : 'a', "attn_mask", geometry);
         if (valid_lens) check_valid_lens(*valid_lens, geometry);
     }
     void merge(ScoreMasks<T>& out) const {
