@@ -9,9 +9,10 @@
 //   }
 //
 // A process started without mpirun (no OMPI_COMM_WORLD_SIZE or PMIX_RANK in its environment) is
-// world size 1, rank 0, and makes no MPI call at all. xgrad built without MPI (meson -Dmpi=disabled,
-// or Open MPI missing) runs everything as world size 1 and refuses to start under mpirun: N
-// independent copies training side by side would be a silent wrong result.
+// world size 1, rank 0, and makes no MPI call at all. A program compiled without XGRAD_HAVE_MPI
+// (xgrad built with -Dmpi=disabled or without Open MPI, or a consumer not using xgrad-dist.pc) runs
+// everything as world size 1 and refuses to start under mpirun: N independent copies training side
+// by side would be a silent wrong result.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -67,8 +68,9 @@ public:
 #else
         (void)argc, (void)argv;
         throw dist_error(
-            "this program runs under mpirun but xgrad was built without MPI (meson -Dmpi=disabled, or Debian "
-            "libopenmpi-dev missing): every rank would train alone; rebuild with MPI or run without mpirun");
+            "this program runs under mpirun but was compiled without xgrad's MPI support (XGRAD_HAVE_MPI "
+            "undefined): every rank would train alone. Build it with pkg-config's xgrad-dist (meson: "
+            "dependency('xgrad-dist')), installed when xgrad itself was built with Open MPI, or run it without mpirun");
 #endif
     }
     Context(const Context&) = delete;
