@@ -49,12 +49,14 @@ void add_train_run_options(CLI::App& cmd, Options& o) {
 }
 
 // The progress display of a run of steps first..o.steps: a bar on a terminal, lines otherwise,
-// nothing when `quiet` (--quiet, or not rank 0).
+// nothing when `quiet` (--quiet, or not rank 0). Under mpirun always lines: mpirun hands rank 0 a
+// pseudo-terminal even when the job's output goes to a file, which would fill it with \r and ESC[K.
 template <class Options>
 TrainProgress train_progress(const Options& o, int first_step, bool quiet) {
-    const ProgressMode mode = quiet                                   ? ProgressMode::quiet
-                              : ::isatty(STDOUT_FILENO) && !o.verbose ? ProgressMode::bar
-                                                                      : ProgressMode::lines;
+    const bool terminal = ::isatty(STDOUT_FILENO) && !dist::launched_by_mpirun();
+    const ProgressMode mode = quiet                     ? ProgressMode::quiet
+                              : terminal && !o.verbose ? ProgressMode::bar
+                                                        : ProgressMode::lines;
     return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
 }
 

@@ -19,6 +19,10 @@ opts="$* --steps $steps --eval-every $steps"
 "$xgrad" train "$cmd" $opts --out "$dir/one" > /dev/null
 "$mpirun_sh" -np 2 "$xgrad" train "$cmd" $opts --out "$dir/two" > "$dir/two.txt"
 [ "$(grep -c "^$cmd task:" "$dir/two.txt")" -eq 1 ] || { echo "expected one header line (rank 0 only)"; cat "$dir/two.txt"; exit 1; }
+# mpirun hands rank 0 a pseudo-terminal even with its output in a file: plain lines, never a bar.
+cr=$(printf '\r')
+! grep -q "$cr" "$dir/two.txt" || { echo "the log of a run under mpirun holds carriage returns (a progress bar)"; exit 1; }
+grep -q "^step *$steps/$steps " "$dir/two.txt" || { echo "the log of a run under mpirun lacks its last progress line"; cat "$dir/two.txt"; exit 1; }
 grep -q '"world_size": 2' "$dir/two/metrics.json" || { echo "metrics.json lacks world_size 2"; exit 1; }
 grep -q '"world_size": 1' "$dir/one/metrics.json" || { echo "metrics.json lacks world_size 1"; exit 1; }
 
