@@ -153,7 +153,9 @@ public:
 
 private:
     using Clock = std::chrono::steady_clock;
-    ThreadPool() = default;
+    // OpenBLAS starts with one thread per core; xgrad's default is one thread in all, so the pool
+    // pins OpenBLAS to one as it comes to life, before the first GEMM reaches OpenBLAS.
+    ThreadPool() { openblas_set_num_threads(1); }
 
     // Runs chunks of the current job until none is left; returns how many it ran. The caller
     // (by_caller), after its first chunk, takes all the chunks left as one range when no worker
@@ -220,7 +222,8 @@ private:
 
 }  // namespace detail
 
-// Threads for xgrad's loops and GEMMs (1: everything on the calling thread, the default); also
+// Threads for xgrad's loops and GEMMs (1: everything on the calling thread, the default, also
+// for OpenBLAS in a program that never calls this; see ThreadPool()); also
 // forgets earlier lost splits (ThreadPool::run). Not to be called while another thread runs
 // xgrad ops.
 inline void set_num_threads(std::size_t n) {
