@@ -291,6 +291,60 @@ TEST_CASE("DataParallel: a bucket started before its parameter's last use is an 
     CHECK(m.v.grad()(0) == 1.0);
 }
 
+// Linear -> Dropout(0.5): what a rank's dropout stream changes.
+struct DropNet {
+    BOOST_HANA_DEFINE_STRUCT(DropNet, (nn::Linear<double>, l1), (nn::Dropout, drop));
+    DropNet() : DropNet(Generator(5)) {}
+    explicit DropNet(Generator gen) : l1(4, 64, gen), drop(0.5, 99) {}
+    Var<double, 2> operator()(const Var<double, 2>& x) const { return drop(l1(x)); }
+};
+
+TEST_CASE("DataParallel: rank r draws dropout masks from stream r; deterministic == one process applying stream r to shard r") {
+    const std::size_t per_rank = 2;
+    const auto world = std::size_t(ctx().world_size()), r = std::size_t(ctx().rank());
+    // The reference, by this process alone: shard q through a model whose dropout is on stream q.
+    std::vector<std::vector<double>> expected;
+    {
+        Tape local;
+        TapeScope scope(local);
+        for (std::size_t q = 0; q < world; ++q) {
+            DropNet net;
+            net.drop.generator->set_stream(q);
+            auto [x, t] = rows<double>(21, world * per_rank, q * per_rank, (q + 1) * per_rank);
+            backward(sum(square(net(x))));
+            local.clear();
+            const auto p = named_parameters<double>(net);
+            for (std::size_t i = 0; i < p.size(); ++i) {
+                if (q == 0) expected.emplace_back(p[i].grad(), p[i].grad() + p[i].size);
+                else
+                    for (std::size_t j = 0; j < p[i].size; ++j) expected[i][j] += p[i].grad()[j];
+            }
+        }
+        for (auto& g : expected)
+            for (double& v : g) v /= double(world);
+    }
+    DropNet net;
+    dist::DataParallel<double> dp(ctx(), net, {.deterministic = true});
+    CHECK(net.drop.generator->stream() == r);
+    auto [x, t] = rows<double>(21, world * per_rank, r * per_rank, (r + 1) * per_rank);
+    const auto y = net(x);
+    // The masks differ between ranks: rank 0's mask of the same input is not this rank's.
+    DropNet rank0;
+    const auto y0 = rank0(x);
+    if (r != 0) CHECK(y.value() != y0.value());
+    else CHECK(y.value() == y0.value());
+    backward(sum(square(y)));
+    dp.synchronize();
+    tape().clear();
+    const auto got = named_parameters<double>(net);
+    for (std::size_t i = 0; i < got.size(); ++i)
+        CHECK(std::memcmp(got[i].grad(), expected[i].data(), got[i].size * sizeof(double)) == 0);
+    // per_rank_dropout = false: every rank keeps stream 0 (rank 0's masks).
+    DropNet same;
+    dist::DataParallel<double> shared(ctx(), same, {.per_rank_dropout = false});
+    CHECK(same.drop.generator->stream() == 0);
+}
+
 TEST_CASE("dist checkpoints: rank 0 writes, every rank gets back the model, Adam and its own generators") {
     const std::string dir = dist::broadcast_string(
         ctx(), ctx().is_root() ? (std::filesystem::temp_directory_path() /

@@ -15,6 +15,17 @@
 
 namespace xgrad {
 
+namespace detail {
+// A seed for stream `index` of `seed` (splitmix64 of both): clones of a layer (nn/clone.hpp) and
+// the ranks of a data-parallel job (Generator::set_stream) draw distinct, reproducible masks.
+inline std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) {
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (index + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+}  // namespace detail
+
 class Generator {
 public:
     static constexpr std::uint64_t default_seed = 67280421310721ULL;
@@ -27,6 +38,15 @@ public:
         engine_.seed(seed);
     }
     std::uint64_t initial_seed() const { return seed_; }
+
+    // Dropout masks come from a counter-based stream keyed by stream_key(): the seed itself for
+    // stream 0 (the default), else the seed mixed with the stream number. Under data-parallel
+    // training dist::DataParallel gives rank r stream r, so ranks drop different positions while
+    // every other draw (the offsets, initializers, data) stays the same on every rank. The stream is
+    // not part of state(): a rank that loads rank 0's checkpoint keeps its own.
+    void set_stream(std::uint64_t stream) { stream_ = stream; }
+    std::uint64_t stream() const { return stream_; }
+    std::uint64_t stream_key() const { return stream_ == 0 ? seed_ : detail::stream_seed(seed_, stream_); }
 
     // A uniform double in [0, 1) with 53 random bits.
     double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
@@ -65,6 +85,7 @@ public:
 
 private:
     std::uint64_t seed_;
+    std::uint64_t stream_ = 0;
     std::mt19937_64 engine_;
 };
 

@@ -40,6 +40,10 @@ struct DataParallelOptions {
     std::size_t bucket_bytes = std::size_t(1) << 20;  // 1 MiB per bucket
     bool deterministic = false;  // each element summed in rank order (no overlap)
     bool overlap = true;         // start reducing during backward (ignored when deterministic)
+    // Rank r's module generators (nn::Dropout's, ...) draw their masks from stream r
+    // (Generator::set_stream): ranks drop different positions of their different data, as
+    // torch.distributed users get from seeding each rank. false: every rank draws rank 0's masks.
+    bool per_rank_dropout = true;
 };
 
 template <Real T>
@@ -65,6 +69,8 @@ public:
                                [handle] { return handle.node()->grad_buffer().data(); }});
         });
         check_same_parameters();
+        if (options_.per_rank_dropout)
+            for (auto& [name, gen] : named_generators(model)) gen->set_stream(std::uint64_t(ctx_.rank()));
         for (auto& p : params_) broadcast(ctx_, std::span<T>(p.value(), p.size));
         make_buckets();
         presence_.resize(params_.size());

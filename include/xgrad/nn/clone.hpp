@@ -42,16 +42,6 @@ M clone(const M& m) {
     return copy;
 }
 
-namespace detail {
-// A seed for stream `index` of `seed` (splitmix64 of both): clones draw distinct, reproducible masks.
-inline std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) {
-    std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (index + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-}  // namespace detail
-
 // n independent copies of layer (PyTorch's _get_clones, for the layers of a Transformer stack):
 // each a clone, with each of its generators reseeded from (that generator's seed, the copy's index),
 // so no two layers draw the same dropout masks and the stack is reproducible from the layer's seeds.
@@ -63,7 +53,7 @@ std::vector<M> clones(const M& layer, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         out.push_back(clone(layer));
         for (const auto& [name, gen] : named_generators(out.back()))
-            gen->manual_seed(detail::stream_seed(gen->initial_seed(), i));
+            gen->manual_seed(xgrad::detail::stream_seed(gen->initial_seed(), i));  // core/random.hpp
     }
     return out;
 }

@@ -22,9 +22,9 @@ namespace detail {
 
 // The random draws of one dropout call (docs/ops.md, "Dropout"): element i is kept when word
 // ⌊(i mod 256) / 64⌋ of the Philox4x32-10 block at counter (n, offset), n = 64·⌊i/256⌋ + i mod 64,
-// under the generator's seed as key, is at least `threshold` = ⌈p · 2³²⌉. 64 counters give 256
-// consecutive elements, word by word, so the mask is a pure function of (seed, offset, i): the same
-// for any split of the elements over threads, and computed 64 blocks at a time.
+// under the generator's stream_key() as key (its seed on stream 0, the default), is at least
+// `threshold` = ⌈p · 2³²⌉. 64 counters give 256 consecutive elements, word by word, so the mask is
+// a pure function of (key, offset, i): the same for any split of the elements over threads, and computed 64 blocks at a time.
 struct DropoutDraw {
     static constexpr std::size_t lanes = 64, group = 4 * lanes;  // Philox blocks and elements per group
 
@@ -34,7 +34,7 @@ struct DropoutDraw {
     bool drop_all = false;        // p = 1, or p so close to 1 that ⌈p · 2³²⌉ = 2³²
 
     DropoutDraw(double p, Generator& gen) {
-        const std::uint64_t seed = gen.initial_seed();
+        const std::uint64_t seed = gen.stream_key();
         key = {std::uint32_t(seed), std::uint32_t(seed >> 32)};
         offset = gen.engine()();
         const double t = std::ceil(std::ldexp(p, 32));
