@@ -1,4 +1,8 @@
 // Gradient checks of the elementwise ops, scalar operands, broadcasting and fused expressions.
+#include <limits>
+
+#include <xtensor/xoperation.hpp>
+
 #include "xgrad/check/registry.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -32,6 +36,24 @@ const RegisterGradchecks registered_elementwise{"elementwise", {
     {"abs", "(3,4) both sides", [] { return gradcheck([](auto& a) { return abs(a); }, randn<2>({3, 4}, 7)); }},
     {"abs", "(3,4) negative side", [] { return gradcheck([](auto& a) { return abs(a); }, uniform<2>({3, 4}, -2, -0.1, 7)); }},
     {"square", "(3,4)", [] { return gradcheck([](auto& a) { return square(a); }, randn<2>({3, 4}, 8)); }},
+    {"where", "(3,4) cond (3,4), a (3,4), b (4,) broadcast",
+     [] {
+         const xt::xtensor<bool, 2> cond = {{1, 0, 1, 0}, {0, 0, 1, 1}, {1, 1, 0, 0}};
+         return gradcheck([&](auto& a, auto& b) { return where(cond, a, b) * a; }, randn<2>({3, 4}, 1), randn<1>({4}, 2));
+     }},
+    {"where", "(2,3) cond (3,), scalar b", [] {
+         const xt::xtensor<bool, 1> cond = {1, 0, 1};
+         return gradcheck([&](auto& a) { return where(cond, tanh(a), 0.5); }, randn<2>({2, 3}, 3));
+     }},
+    {"masked_fill", "(2,3,4) mask (3,4) -1e4 then softmax", [] {
+         const xt::xtensor<bool, 2> pad = {{0, 0, 0, 1}, {0, 1, 1, 1}, {1, 1, 1, 1}};  // row 2: all masked
+         return gradcheck([&](auto& s) { return softmax(masked_fill(s, pad, -10000.0), -1); }, randn<3>({2, 3, 4}, 4));
+     }},
+    {"masked_fill", "(2,3,3) causal -inf then softmax", [] {
+         const xt::xtensor<int, 2> tril = {{1, 0, 0}, {1, 1, 0}, {1, 1, 1}};
+         return gradcheck([&](auto& s) { return softmax(masked_fill(s, xt::equal(tril, 0), -std::numeric_limits<double>::infinity()), -1); },
+                          randn<3>({2, 3, 3}, 5));
+     }},
     {"fused expression", "(3,4),(3,4),(4,),(3,4) tanh(a*b+c)*d",
      [] {
          return gradcheck([](auto& a, auto& b, auto& c, auto& d) { return tanh(a * b + c) * d; }, randn<2>({3, 4}, 1),

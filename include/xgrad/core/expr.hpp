@@ -57,7 +57,7 @@ struct Forward {
         return op.f(x...);
     }
 };
-// g * d(op)/d(child I), evaluated at the children's values.
+// g * d(op)/d(child I), evaluated at the children's values (ops of one, two or three operands).
 template <class Op, std::size_t I>
 struct Chain {
     Op op;
@@ -67,8 +67,10 @@ struct Chain {
             return g * op.d(x...);
         else if constexpr (I == 0)
             return g * op.da(x...);
-        else
+        else if constexpr (I == 1)
             return g * op.db(x...);
+        else
+            return g * op.dc(x...);
     }
 };
 

@@ -5,6 +5,9 @@
 #include <concepts>
 #include <numbers>
 
+#include <xtensor/xoperation.hpp>
+#include <xtensor/xtensor.hpp>
+
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/elementwise_math.hpp"
 
@@ -113,6 +116,86 @@ struct pow_op {
 template <Expression A>
 Expr<pow_op, A> pow(const A& a, double p) {
     return make_expr(pow_op{p}, detail::operand(a, "pow", "operand"));
+}
+
+// ---- where and masked_fill (torch.where, Tensor.masked_fill) ----
+// where(cond, a, b): a where cond is true, else b, all three broadcast together (numpy rules); a or
+// b may be a scalar (a constant, -inf included). The gradient of an element reaches only the operand
+// it was taken from, as torch's. cond is a bool xtensor or an expression of one (`mask == 0`
+// written xt::equal(mask, 0)), of fixed rank; it joins the expression as a constant 0/1 operand.
+struct where_op {
+    static constexpr const char* name = "where";
+    template <std::floating_point X>
+    X f(X c, X a, X b) const { return c != 0 ? a : b; }
+    template <std::floating_point X>
+    X da(X, X, X) const { return X(0); }  // the condition: a constant, never differentiated
+    template <std::floating_point X>
+    X db(X c, X, X) const { return c != 0 ? X(1) : X(0); }
+    template <std::floating_point X>
+    X dc(X c, X, X) const { return c != 0 ? X(0) : X(1); }
+};
+
+namespace detail {
+// The rank of a bool xtensor or of an xtensor expression over fixed-rank operands.
+template <class C>
+constexpr std::size_t condition_rank() {
+    using S = typename C::shape_type;
+    if constexpr (requires { std::tuple_size<S>::value; })
+        return std::tuple_size_v<S>;
+    else
+        return std::size_t(-1);
+}
+template <class T, class C>
+Var<T, condition_rank<C>()> condition(const xt::xexpression<C>& cond) {
+    static_assert(std::same_as<typename C::value_type, bool>,
+                  "xgrad: where/masked_fill: the condition must hold bool (compare first, e.g. xt::equal(mask, 0))");
+    static_assert(condition_rank<C>() != std::size_t(-1),
+                  "xgrad: where/masked_fill: the condition needs a fixed rank (an xt::xtensor<bool, N>, not an xarray)");
+    // Evaluated as bool first, then widened by a plain loop: xsimd 8's AVX-512 comparisons of
+    // 64-bit integers (xt::equal(int64 mask, 0)) do not compile when fused into a float assignment.
+    const xt::xtensor<bool, condition_rank<C>()> flags = cond.derived_cast();
+    xt::xtensor<T, condition_rank<C>()> values = xt::xtensor<T, condition_rank<C>()>::from_shape(flags.shape());
+    std::transform(flags.begin(), flags.end(), values.begin(), [](bool f) { return f ? T(1) : T(0); });
+    return constant(std::move(values));
+}
+template <class T, class X>
+auto where_operand(const X& x, const char* which) {
+    if constexpr (Expression<X>)
+        return operand(x, "where", which);
+    else
+        return Const<T>{static_cast<T>(x)};
+}
+template <class A, class B>
+using where_value_type = typename std::conditional_t<Expression<A>, A, B>::value_type;
+}  // namespace detail
+
+// Forwarding references, constrained: for a condition of xtensor's, argument-dependent lookup also
+// finds xt::where, which this (more constrained) overload must win.
+template <class C, class A, class B>
+    requires(xt::is_xexpression<std::remove_cvref_t<C>>::value &&
+             (Expression<std::remove_cvref_t<A>> || std::is_arithmetic_v<std::remove_cvref_t<A>>) &&
+             (Expression<std::remove_cvref_t<B>> || std::is_arithmetic_v<std::remove_cvref_t<B>>) &&
+             (Expression<std::remove_cvref_t<A>> || Expression<std::remove_cvref_t<B>>))
+auto where(C&& cond, A&& a, B&& b) {
+    using T = detail::where_value_type<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
+    return make_expr(where_op{}, detail::condition<T>(cond), detail::where_operand<T>(a, "operand a"),
+                     detail::where_operand<T>(b, "operand b"));
+}
+
+// x.masked_fill(mask, value): value where mask is true, else x; mask broadcasts to x's shape (the
+// result has x's shape, as torch's). `att.masked_fill(mask == 0, float('-inf'))` is
+// masked_fill(att, xt::equal(mask, 0), -inf); docs/masking.md maps every torch idiom.
+template <Expression A, class C>
+auto masked_fill(const A& x, const xt::xexpression<C>& mask, double value) {
+    constexpr std::size_t M = detail::condition_rank<C>();
+    static_assert(M == std::size_t(-1) || M <= A::rank,
+                  "xgrad: masked_fill: the mask has more dimensions than the tensor it fills");
+    auto out = where(mask.derived_cast(), value, x);
+    const auto shape = expr_shape(x), result = expr_shape(out);
+    if (!std::equal(shape.begin(), shape.end(), result.begin()))
+        throw shape_error("masked_fill: the mask " + shape_str(mask.derived_cast().shape()) +
+                          " does not broadcast to the filled tensor's shape " + shape_str(shape));
+    return out;
 }
 
 }  // namespace xgrad
