@@ -83,6 +83,15 @@ TEST_CASE("generate_square_subsequent_mask and repeat_for_heads") {
     const auto floats = nn::repeat_for_heads(AnyMask<double>(additive_mask(xt::xtensor<double, 3>{{{1.5}}, {{-2.0}}})), 2);
     CHECK(floats.values() == xt::xtensor<double, 3>{{{1.5}}, {{1.5}}, {{-2.0}}, {{-2.0}}});
     CHECK_THROWS_AS(nn::repeat_for_heads(AnyMask<double>(ignore_mask(xt::xtensor<bool, 2>{{true}})), 2), shape_error);
+    // A mask of a kind, not wrapped in AnyMask first (a 3DETR port's one line), keeps its type.
+    const IgnoreMask direct = nn::repeat_for_heads(ignore_mask(xt::xtensor<bool, 3>{{{true, false}}, {{false, true}}}), 3);
+    CHECK(direct.mask == tiled.bools());
+    const KeepMask keep = nn::repeat_for_heads(keep_mask(xt::xtensor<bool, 3>{{{true}}, {{false}}}), 2);
+    CHECK(keep.mask == xt::xtensor<bool, 3>{{{true}}, {{true}}, {{false}}, {{false}}});
+    const AdditiveMask<double> add = nn::repeat_for_heads(additive_mask(xt::xtensor<double, 3>{{{1.5}}, {{-2.0}}}), 2);
+    CHECK(add.bias == floats.values());
+    CHECK_THROWS_WITH_AS(nn::repeat_for_heads(ignore_mask(xt::xtensor<bool, 2>{{true}}), 2),
+                         "repeat_for_heads: the mask (ignore_mask) has shape (1, 1) but must be (N, L, S)", shape_error);
 }
 
 TEST_CASE("a mask per sequence is read by every head: the same as 3DETR's tiling") {
@@ -259,6 +268,19 @@ TEST_CASE("a DETR-style pipeline: image positions, flattened features, intermedi
     CHECK(hs.shape() == std::array<std::size_t, 4>{2, queries, B, C});
     // the last entry is the decoder's output
     CHECK(xt::allclose(xt::view(hs.value(), 1), decoder.forward(tgt, memory, d).value(), 1e-14, 1e-14));
+    // 3DETR's decoder: the intermediate stack and every layer's per-head weights from one pass.
+    auto both = d;
+    both.need_weights = true, both.average_attn_weights = false, both.return_intermediate = true;
+    const auto r = decoder.forward_with_weights(tgt, memory, both);
+    // (the weights path computes the attention in another order than the fused one: rounding apart)
+    CHECK(xt::allclose(r.intermediate.value(), hs.value(), 1e-14, 1e-14));
+    CHECK(r.output.value() == xt::view(r.intermediate.value(), 1));
+    REQUIRE(r.attn_weights_per_head.size() == 2);
+    auto weights_only = both;
+    weights_only.return_intermediate = false;
+    const auto w = decoder.forward_with_weights(tgt, memory, weights_only);
+    CHECK(!w.intermediate);
+    for (std::size_t l = 0; l < 2; ++l) CHECK(r.attn_weights_per_head[l].value() == w.attn_weights_per_head[l].value());
     backward(sum(hs * hs));
     CHECK(xt::amax(xt::abs(query_embed.grad()))() > 0);
     CHECK(xt::amax(xt::abs(features.grad()))() > 0);

@@ -39,28 +39,43 @@ AdditiveMask<T> generate_square_subsequent_mask(std::size_t sz) {
     return {std::move(bias)};
 }
 
+namespace detail {
+// (N, L, S) -> (N·nhead, L, S), entry n·nhead + h = m[n]; `what` names the mask in errors.
+template <class V>
+xt::xarray<V> repeat_for_heads(const xt::xarray<V>& m, std::size_t nhead, const char* what) {
+    const auto& s = m.shape();
+    if (s.size() != 3)
+        throw shape_error("repeat_for_heads: the mask (" + std::string(what) + ") has shape " +
+                          shape_str(std::vector<std::size_t>(s.begin(), s.end())) + " but must be (N, L, S)");
+    const std::size_t n = s[0], block = s[1] * s[2];
+    xt::xarray<V> out = xt::xarray<V>::from_shape({n * nhead, s[1], s[2]});
+    for (std::size_t b = 0; b < n; ++b)
+        for (std::size_t h = 0; h < nhead; ++h)
+            std::copy(m.data() + b * block, m.data() + (b + 1) * block, out.data() + (b * nhead + h) * block);
+    return out;
+}
+}  // namespace detail
+
 // 3DETR's per-layer mask tiling: (N, L, S) -> (N·nhead, L, S), entry n·nhead + h = mask[n]
-// (torch: mask.unsqueeze(1).repeat(1, nhead, 1, 1).view(N·nhead, L, S)). Keeps the mask's kind.
+// (torch: mask.unsqueeze(1).repeat(1, nhead, 1, 1).view(N·nhead, L, S)). Keeps the mask's kind:
+// repeat_for_heads(ignore_mask(m), H) is an IgnoreMask, and likewise for keep and additive masks.
+inline IgnoreMask repeat_for_heads(const IgnoreMask& mask, std::size_t nhead) {
+    return {detail::repeat_for_heads(mask.mask, nhead, "ignore_mask")};
+}
+inline KeepMask repeat_for_heads(const KeepMask& mask, std::size_t nhead) {
+    return {detail::repeat_for_heads(mask.mask, nhead, "keep_mask")};
+}
+template <Real T>
+AdditiveMask<T> repeat_for_heads(const AdditiveMask<T>& mask, std::size_t nhead) {
+    return {detail::repeat_for_heads(mask.bias, nhead, "additive_mask")};
+}
 template <Real T>
 AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
     if (!mask) return mask;
-    const auto& s = mask.shape();
-    if (s.size() != 3)
-        throw shape_error("repeat_for_heads: the mask (" + std::string(mask.name()) + ") has shape " +
-                          shape_str(std::vector<std::size_t>(s.begin(), s.end())) + " but must be (N, L, S)");
-    auto repeat = [&](const auto& m) {
-        using V = typename std::decay_t<decltype(m)>::value_type;
-        const std::size_t n = s[0], block = s[1] * s[2];
-        xt::xarray<V> out = xt::xarray<V>::from_shape({n * nhead, s[1], s[2]});
-        for (std::size_t b = 0; b < n; ++b)
-            for (std::size_t h = 0; h < nhead; ++h)
-                std::copy(m.data() + b * block, m.data() + (b + 1) * block, out.data() + (b * nhead + h) * block);
-        return out;
-    };
     switch (mask.kind()) {
-    case MaskKind::ignore: return IgnoreMask{repeat(mask.bools())};
-    case MaskKind::keep: return KeepMask{repeat(mask.bools())};
-    default: return AdditiveMask<T>{repeat(mask.values())};
+    case MaskKind::ignore: return IgnoreMask{detail::repeat_for_heads(mask.bools(), nhead, mask.name())};
+    case MaskKind::keep: return KeepMask{detail::repeat_for_heads(mask.bools(), nhead, mask.name())};
+    default: return AdditiveMask<T>{detail::repeat_for_heads(mask.values(), nhead, mask.name())};
     }
 }
 
@@ -101,6 +116,7 @@ struct TransformerStackOutput {
     Var<T, N> output;
     std::vector<Var<T, N>> attn_weights;
     std::vector<Var<T, N + 1>> attn_weights_per_head;
+    Var<T, N + 1> intermediate{};  // the decoder's, with return_intermediate: (num_layers, T, N, E)
 };
 
 template <Real T>
@@ -162,7 +178,7 @@ struct TransformerDecoder {
     // tgt (T, N, E), memory (S, N, E) (or batch_first, or unbatched) -> tgt's shape
     template <std::size_t N>
     Var<T, N> forward(const Var<T, N>& tgt, const Var<T, N>& memory, const DecoderForwardOptions<T, N>& o = {}) const {
-        return run<N>(tgt, memory, o, nullptr).output;
+        return forward_with_weights(tgt, memory, o).output;
     }
 
     // DETR's return_intermediate: norm(output of layer i) for every i, stacked (num_layers, T, N, E);
@@ -170,17 +186,23 @@ struct TransformerDecoder {
     template <std::size_t N>
     Var<T, N + 1> forward_intermediate(const Var<T, N>& tgt, const Var<T, N>& memory,
                                        const DecoderForwardOptions<T, N>& o = {}) const {
-        if (!norm)
-            throw value_error("TransformerDecoder: forward_intermediate needs the final norm (construct the decoder with one)");
-        std::vector<Var<T, N>> normed;
-        run<N>(tgt, memory, o, &normed);
-        return detail::stack_layers(normed);
+        DecoderForwardOptions<T, N> with_intermediate = o;
+        with_intermediate.return_intermediate = true;
+        return forward_with_weights(tgt, memory, with_intermediate).intermediate;
     }
 
+    // The output, with need_weights every layer's cross-attention weights, and with
+    // return_intermediate the stack forward_intermediate returns, from one pass.
     template <std::size_t N>
     TransformerStackOutput<T, N> forward_with_weights(const Var<T, N>& tgt, const Var<T, N>& memory,
                                                       const DecoderForwardOptions<T, N>& o = {}) const {
-        return run<N>(tgt, memory, o, nullptr);
+        if (!o.return_intermediate) return run<N>(tgt, memory, o, nullptr);
+        if (!norm)
+            throw value_error("TransformerDecoder: return_intermediate needs the final norm (construct the decoder with one)");
+        std::vector<Var<T, N>> normed;
+        auto out = run<N>(tgt, memory, o, &normed);
+        out.intermediate = detail::stack_layers(normed);
+        return out;
     }
 
 private:

@@ -84,6 +84,9 @@ struct DecoderForwardOptions {
     Var<T, N> query_pos{};                 // DETR: added to tgt as self-attention queries and keys, cross-attention queries
     bool need_weights = false;             // return each layer's cross-attention weights
     bool average_attn_weights = true;      // false: per head instead (attn_weights_per_head)
+    // TransformerDecoder::forward_with_weights: also every layer's normed output, stacked
+    // (`intermediate`), beside the weights (3DETR's decoder returns both). Needs the final norm.
+    bool return_intermediate = false;
 };
 
 // A layer's output and, with need_weights, its attention weights averaged over heads:
