@@ -83,6 +83,29 @@ TEST_CASE("named_parameters: PyTorch dotted names, nested modules and vectors, a
     CHECK(named_parameters<double>(pe).empty());
 }
 
+// A user's module that takes expressions as the library's do (module_input).
+struct UserBlock {
+    BOOST_HANA_DEFINE_STRUCT(UserBlock, (nn::Linear<double>, proj));
+    template <class X>
+    Var<double, 2> operator()(const X& x) const {
+        const auto h = module_input<double>(x);  // a Var as it is; an expression materialized once
+        return proj(h) + h;
+    }
+};
+
+TEST_CASE("module_input: a user's module takes a Var or an elementwise expression") {
+    Generator gen(3);
+    const UserBlock block{nn::Linear<double>(3, 3, gen)};
+    const auto x = parameter(xt::xtensor<double, 2>{{1, 2, 3}, {-1, 0, 2}});  // recorded: it needs a gradient
+    const std::size_t before = tape().size();
+    const Var<double, 2> from_expression = block(x * 2.0 + 1.0);
+    const std::size_t nodes = tape().size() - before;
+    const Var<double, 2> from_var = block(Var<double, 2>(x * 2.0 + 1.0));
+    CHECK(from_expression.value() == from_var.value());
+    CHECK(nodes == 3);  // the expression's node, the linear, the sum
+    tape().clear();
+}
+
 TEST_CASE("parameter_count sums every present parameter") {
     Generator gen(2);
     Net<float> net(gen);

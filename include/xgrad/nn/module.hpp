@@ -121,20 +121,24 @@ void walk(X& x, const std::string& name, OnVar& on_var, OnModule& on_module, OnG
     }
 }
 
+}  // namespace detail
+
 // What a module call takes: a Var<T, N> as it is, or an elementwise expression of T (x + pos,
 // relu(x)) materialized into one node (eval, core/expr.hpp); T = void accepts either dtype. Anything
 // else is one compile error; the empty Var returned then keeps the caller's code from adding more.
+// The library's modules take their inputs through it, and so can a user's:
+//   template <class X> Var<float, 3> operator()(const X& x) const { auto h = module_input<float>(x); ... }
 template <class T, class X>
 auto module_input(const X& x) {
     constexpr bool dtype_ok = [] {
         if constexpr (Expression<X>) return std::is_void_v<T> || std::same_as<typename X::value_type, T>;
         else return false;
     }();
-    if constexpr (is_var<X>::value && dtype_ok) return x;
+    if constexpr (detail::is_var<X>::value && dtype_ok) return x;
     else if constexpr (LazyExpression<X> && dtype_ok) return eval(x);
     else {
-        static_assert(always_false<X>, "xgrad: a module takes a Var<T, N> of the module's dtype T, or an elementwise "
-                                       "expression of T (x + pos, relu(x)); this argument is neither");
+        static_assert(detail::always_false<X>, "xgrad: a module takes a Var<T, N> of the module's dtype T, or an "
+                                               "elementwise expression of T (x + pos, relu(x)); this argument is neither");
         constexpr std::size_t rank = [] {  // the argument's rank when it has one, so that no second error follows
             if constexpr (requires { std::size_t(X::rank); }) return std::size_t(X::rank);
             else return std::size_t(3);
@@ -142,6 +146,9 @@ auto module_input(const X& x) {
         return Var<std::conditional_t<std::is_void_v<T>, double, T>, rank>{};
     }
 }
+
+namespace detail {
+using xgrad::module_input;  // the library's modules call it as detail::module_input
 
 // For a module taking several inputs (attention's query, key, value): module_input(x), or the
 // input already made of an earlier argument (earlier, its input, ...) that is the same object, so
