@@ -53,6 +53,40 @@ TEST_CASE("trap: loading a sub-tree of a bigger checkpoint: a prefix, strict by 
     CHECK(enc.norm.bias.value() == xt::xtensor<double, 1>{0.25, 0.75});
 }
 
+TEST_CASE("rename: a file whose names are not the module's (a port keeps its own), under a prefix") {
+    Generator gen(1);
+    Encoder<double> m(gen);
+    // The port's names: "transformer.fc.*" and "transformer.ln.gamma/beta"; the backbone is skipped.
+    std::map<std::string, io::NpyArray> file;
+    for (auto& [key, a] : detr_checkpoint()) {
+        std::string k = key;
+        if (k.starts_with("transformer.proj.")) k = "transformer.fc." + k.substr(17);
+        if (k == "transformer.norm.weight") k = "transformer.ln.gamma";
+        if (k == "transformer.norm.bias") k = "transformer.ln.beta";
+        file.emplace(k, a);
+    }
+    const std::map<std::string, std::string> names = {
+        {"fc.weight", "proj.weight"}, {"fc.bias", "proj.bias"}, {"ln.gamma", "norm.weight"}, {"ln.beta", "norm.bias"}};
+    const auto rename = [&](const std::string& key) {
+        const auto it = names.find(key);
+        return it == names.end() ? std::string() : it->second;  // "" skips the key
+    };
+    const auto r = io::load_state_dict(m, file, {.prefix = "transformer.", .rename = rename});
+    CHECK(r.missing_keys.empty());
+    CHECK(r.unexpected_keys.empty());
+    CHECK(m.proj.weight.value() == xt::xtensor<double, 2>{{1, 2, 3}, {4, 5, 6}});
+    CHECK(m.norm.weight.value() == xt::xtensor<double, 1>{2, 3});
+    CHECK(m.norm.bias.value() == xt::xtensor<double, 1>{0.25, 0.75});
+    // Two keys renamed to one name: an error naming both, the model unchanged.
+    m.norm.bias.value().fill(0.0);
+    const auto collide = [](const std::string& key) { return key.starts_with("ln.") ? std::string("norm.bias") : key; };
+    CHECK_THROWS_WITH_AS(io::load_state_dict(m, file, {.strict = false, .prefix = "transformer.", .rename = collide}),
+                         "state dict: cannot load the state dict: rename gives transformer.ln.beta and "
+                         "transformer.ln.gamma one name, norm.bias",
+                         io_error);
+    CHECK(m.norm.bias.value() == xt::xtensor<double, 1>{0, 0});
+}
+
 TEST_CASE("non-strict loading returns the missing and unexpected names and loads the rest") {
     Generator gen(2);
     Encoder<double> enc(gen);

@@ -5,12 +5,15 @@
 //   io::load_state_dict(model, "ckpt.npz", {.convert_dtype = true}); // float32 file into a double model
 //   io::load_state_dict(encoder, "detr.npz", {.strict = false, .prefix = "transformer.encoder."});
 //   auto r = io::load_state_dict(model, "ckpt.npz", {.strict = false});  // r.missing_keys, r.unexpected_keys
+//   io::load_state_dict(model, "port.npz", {.rename = [](const std::string& key) {   // the file's names
+//       return key == "enc.ln.gamma" ? std::string("encoder.norm.weight") : key; }});   // are not the model's
 //
 // A tied tensor (two names, one tensor: nn/module.hpp) is loaded once; a file that gives its names
 // different values is refused, naming both. Shape and dtype mismatches are errors in every mode.
 #pragma once
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -54,6 +57,10 @@ struct LoadStateDictOptions {
     // Load only the keys starting with it, with it removed: "transformer." loads a DETR checkpoint's
     // transformer.* into a Transformer model; other keys are neither loaded nor unexpected.
     std::string prefix = "";
+    // Applied to every key (after the prefix is removed): the model's name for it, or "" to skip the
+    // key. For files whose names are not the module's (a port keeps its own names); missing and
+    // unexpected keys are reported under the model's names. Two keys renamed to one name is an error.
+    std::function<std::string(const std::string&)> rename{};
 };
 
 // What a load left out (PyTorch's missing_keys / unexpected_keys); both empty after a strict load.
@@ -67,13 +74,23 @@ inline std::string join_names(const std::vector<std::string>& v) {
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
 }
-// The entries under `prefix`, with it removed (all of them when it is empty).
-inline std::map<std::string, NpyArray> under_prefix(const std::map<std::string, NpyArray>& arrays,
-                                                    const std::string& prefix) {
-    if (prefix.empty()) return arrays;
+// The entries under opts.prefix, with it removed (all of them when it is empty), under the names
+// opts.rename gives them (skipped when it gives "").
+inline std::map<std::string, NpyArray> for_model(const std::map<std::string, NpyArray>& arrays,
+                                                 const LoadStateDictOptions& opts, const std::string& source) {
+    if (opts.prefix.empty() && !opts.rename) return arrays;
     std::map<std::string, NpyArray> out;
-    for (const auto& [key, a] : arrays)
-        if (key.starts_with(prefix) && key.size() > prefix.size()) out.emplace(key.substr(prefix.size()), a);
+    std::map<std::string, std::string> renamed_from;
+    for (const auto& [key, a] : arrays) {
+        if (!key.starts_with(opts.prefix) || key.size() == opts.prefix.size()) continue;
+        std::string name = key.substr(opts.prefix.size());
+        if (opts.rename) name = opts.rename(name);
+        if (name.empty()) continue;
+        if (const auto [it, fresh] = renamed_from.emplace(name, key); !fresh)
+            throw io_error(source + ": cannot load the state dict: rename gives " + it->second + " and " + key +
+                           " one name, " + name);
+        out.emplace(name, a);
+    }
     return out;
 }
 }  // namespace detail
@@ -85,7 +102,7 @@ template <class M>
     requires Module<M>
 LoadResult check_state_dict(const M& m, const std::map<std::string, NpyArray>& all_arrays,
                             const LoadStateDictOptions& opts = {}, const std::string& source = "state dict") {
-    const auto arrays = detail::under_prefix(all_arrays, opts.prefix);
+    const auto arrays = detail::for_model(all_arrays, opts, source);
     LoadResult result;
     std::vector<std::string> mismatched, seen;
     std::vector<std::pair<const Node*, std::string>> first_name;  // tensor -> its first name in the file
@@ -133,11 +150,12 @@ template <class M>
 LoadResult load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, const LoadStateDictOptions& opts = {},
                            const std::string& source = "state dict") {
     LoadResult result = check_state_dict(m, arrays, opts, source);
+    const auto named = detail::for_model(arrays, opts, source);
     std::vector<const Node*> loaded;  // a tied tensor: from the first of its names the file has
     for_each_parameter_name(m, [&](const std::string& name, auto& var) {
         using T = typename std::remove_cvref_t<decltype(var)>::value_type;
-        const auto it = arrays.find(opts.prefix + name);
-        if (it == arrays.end() || std::find(loaded.begin(), loaded.end(), var.node()) != loaded.end()) return;
+        const auto it = named.find(name);
+        if (it == named.end() || std::find(loaded.begin(), loaded.end(), var.node()) != loaded.end()) return;
         it->second.template copy_to<T>(var.value().data(), opts.convert_dtype);
         loaded.push_back(var.node());
     });
