@@ -1,16 +1,18 @@
 #!/bin/sh
 # `meson install` of this build into a scratch folder, then examples/consumer, a project of its own,
-# built against it through xgrad.pc (pkg-config) and run: headers, libxgrad, tool and xgrad.pc all
-# installed. The consumer is compiled with the flags libxgrad was built with (CXXFLAGS: its SIMD
-# level), so it must use the library's compiled code.
+# built against it as a user's would be, with nothing but what the package gives (and -Wall
+# -Wextra -Werror: xgrad's headers add no warning to a user's program), and run:
+#   - with meson, through xgrad.pc (pkg-config);
+#   - with CMake, through find_package(xgrad CONFIG) and xgrad::xgrad (and xgrad::dist).
+# The consumer must use libxgrad's compiled code (the package gives libxgrad's SIMD level).
 # With MPI (WITH_MPI = mpi), xgrad-dist.pc must be installed too: examples/data_parallel.cpp is
-# built with it alone and run under 2 ranks (a program built without XGRAD_HAVE_MPI refuses mpirun).
-#   check_install.sh BUILD_DIR SOURCE_DIR "CXXFLAGS" WITH_MPI
+# built with it alone and run under 2 ranks (a program built without XGRAD_HAVE_MPI refuses mpirun);
+# the CMake consumer builds it with xgrad::dist.
+#   check_install.sh BUILD_DIR SOURCE_DIR WITH_MPI
 set -eu
 build=$1
 src=$2
-cxxflags=$3
-with_mpi=$4
+with_mpi=$3
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 meson install -C "$build" --destdir "$dir/root" --no-rebuild --quiet > "$dir/install.log"
 pc=$(find "$dir/root" -name xgrad.pc)
@@ -18,22 +20,56 @@ pc=$(find "$dir/root" -name xgrad.pc)
 [ -n "$(find "$dir/root" -path '*/include/xgrad/nn/attention.hpp')" ] || { echo "headers not installed"; exit 1; }
 [ -n "$(find "$dir/root" -path '*/bin/xgrad' -type f)" ] || { echo "the xgrad tool was not installed"; exit 1; }
 [ -n "$(find "$dir/root" -name libxgrad.a)" ] || { echo "libxgrad was not installed"; exit 1; }
-# xgrad.pc is relocatable (its prefix follows its folder), so the scratch install is found as it is.
+config=$(find "$dir/root" -name xgradConfig.cmake)
+[ -n "$config" ] || { echo "xgradConfig.cmake was not installed"; exit 1; }
+[ -n "$(find "$dir/root" -name xgradConfigVersion.cmake)" ] || { echo "xgradConfigVersion.cmake was not installed"; exit 1; }
+# Both are relocatable (their prefix follows their folder), so the scratch install is found as it is.
 export PKG_CONFIG_PATH="$(dirname "$pc")"
+prefix=$(cd "$(dirname "$pc")/../../.." && pwd)
+[ -d "$prefix/include/xgrad" ] || prefix=$(cd "$(dirname "$pc")/../.." && pwd)
 echo "pkg-config --cflags --libs xgrad: $(pkg-config --cflags --libs xgrad)"
-meson setup "$dir/consumer" "$src/examples/consumer" -Dcpp_args="$cxxflags" > "$dir/setup.log" ||
-    { cat "$dir/setup.log"; exit 1; }
-meson compile -C "$dir/consumer" > "$dir/compile.log" || { cat "$dir/compile.log"; exit 1; }
-status=0; "$dir/consumer/consumer" > "$dir/run.log" || status=$?
-cat "$dir/run.log"
-[ "$status" -eq 0 ] || exit "$status"
+
+# The program's output: the consumer's first and last loss, and that libxgrad's code was used.
+run() {
+  status=0; "$1" > "$dir/run.log" || status=$?
+  cat "$dir/run.log"
+  [ "$status" -eq 0 ] || { echo "$1 failed"; exit "$status"; }
+}
+
+meson setup "$dir/meson" "$src/examples/consumer" -Dwerror=true > "$dir/setup.log" || { cat "$dir/setup.log"; exit 1; }
+meson compile -C "$dir/meson" > "$dir/compile.log" || { cat "$dir/compile.log"; exit 1; }
+! grep -q 'warning:' "$dir/compile.log" || { grep 'warning:' "$dir/compile.log"; exit 1; }
+echo "meson consumer (xgrad.pc), -Wall -Wextra -Werror: consumer.cpp and all_modules.cpp built without a warning"
+run "$dir/meson/consumer"
 grep -q "compiled code: used" "$dir/run.log" || { echo "the consumer compiled what libxgrad holds"; exit 1; }
+run "$dir/meson/all_modules"
+
+# The same program header-only (without libxgrad's define: every kernel compiled in the program, as
+# for ops libxgrad does not list), where g++ 12's false '__Y' warnings came from.
+# shellcheck disable=SC2046  # pkg-config's flags are a word list
+c++ -O2 -Wall -Wextra -Werror $(pkg-config --cflags xgrad | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//') \
+  -c "$src/examples/consumer/all_modules.cpp" -o "$dir/header_only.o" > "$dir/header-only.log" 2>&1 ||
+  { head -n 20 "$dir/header-only.log"; echo "all_modules.cpp header-only: $(grep -c 'warning:' "$dir/header-only.log") warnings"; exit 1; }
+echo "all_modules.cpp header-only, -Wall -Wextra -Werror: no warning"
+
+cmake -S "$src/examples/consumer" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
+  > "$dir/cmake-setup.log" 2>&1 || { cat "$dir/cmake-setup.log"; exit 1; }
+cmake --build "$dir/cmake" > "$dir/cmake-build.log" 2>&1 || { cat "$dir/cmake-build.log"; exit 1; }
+! grep -q 'warning:' "$dir/cmake-build.log" || { grep 'warning:' "$dir/cmake-build.log"; exit 1; }
+echo "CMake consumer (find_package(xgrad), xgrad::xgrad), -Wall -Wextra -Werror: built without a warning"
+run "$dir/cmake/consumer"
+grep -q "compiled code: used" "$dir/run.log" || { echo "the CMake consumer compiled what libxgrad holds"; exit 1; }
+run "$dir/cmake/all_modules"
+
 [ "$with_mpi" = mpi ] || exit 0
 [ -f "$(dirname "$pc")/xgrad-dist.pc" ] || { echo "xgrad-dist.pc was not installed"; exit 1; }
+[ -x "$dir/cmake/data_parallel" ] || { echo "the CMake consumer found no xgrad::dist"; exit 1; }
 echo "pkg-config --cflags --libs xgrad-dist: $(pkg-config --cflags --libs xgrad-dist)"
-# shellcheck disable=SC2046,SC2086  # pkg-config's and the build's flags are word lists
-c++ $cxxflags "$src/examples/data_parallel.cpp" -o "$dir/data_parallel" $(pkg-config --cflags --libs xgrad-dist) \
+# shellcheck disable=SC2046  # pkg-config's flags are word lists
+c++ -O2 "$src/examples/data_parallel.cpp" -o "$dir/data_parallel" $(pkg-config --cflags --libs xgrad-dist) \
     > "$dir/dist-compile.log" 2>&1 || { cat "$dir/dist-compile.log"; exit 1; }
-"$src/tests/dist/mpirun.sh" --timeout 120 -np 2 "$dir/data_parallel" > "$dir/dist-run.log" 2>&1 ||
-    { cat "$dir/dist-run.log"; exit 1; }
-tail -n 1 "$dir/dist-run.log"
+for program in "$dir/data_parallel" "$dir/cmake/data_parallel"; do
+  "$src/tests/dist/mpirun.sh" --timeout 120 -np 2 "$program" > "$dir/dist-run.log" 2>&1 ||
+      { cat "$dir/dist-run.log"; exit 1; }
+  tail -n 1 "$dir/dist-run.log"
+done
