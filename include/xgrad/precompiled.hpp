@@ -1,6 +1,6 @@
-// libxgrad: the heavy specializations (MultiheadAttention's forward, linear and matmul with the
-// GEMM kernel, softmax, layer_norm, the losses, reductions, shape ops, initializers, backward, the
-// optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
+// libxgrad: the heavy specializations (MultiheadAttention's forward, the Transformer family's
+// forwards, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, reductions,
+// shape ops, initializers, backward, the optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
 // and `pkg-config --libs xgrad` link. Here they are declared `extern template`, so a program that
 // includes xgrad.hpp does not compile them again; lib/*.cpp instantiates them from the same lists.
 // Anything not listed (another element type or rank, an expression's fused node, a user's own op)
@@ -21,6 +21,7 @@
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/sdpa.hpp"
+#include "xgrad/nn/transformer.hpp"
 #include "xgrad/ops/blas.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/linalg.hpp"
@@ -109,6 +110,28 @@
     XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 2)                                                                       \
     XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 3)
 
+// The Transformer family (torch's layers, stacks and nn.Transformer), batched and unbatched: every
+// forward entry point ends in one of these.
+#define XGRAD_DETAIL_PRECOMPILED_TRANSFORMER_RANK(EXTERN, T, N)                                                      \
+    EXTERN template nn::TransformerLayerOutput<T, N> nn::TransformerEncoderLayer<T>::forward_with_weights<N>(        \
+        const Var<T, N>&, const nn::EncoderForwardOptions<T, N>&) const;                                            \
+    EXTERN template nn::TransformerLayerOutput<T, N> nn::TransformerDecoderLayer<T>::forward_with_weights<N>(        \
+        const Var<T, N>&, const Var<T, N>&, const nn::DecoderForwardOptions<T, N>&) const;                          \
+    EXTERN template nn::TransformerStackOutput<T, N> nn::TransformerEncoder<T>::forward_with_weights<N>(             \
+        const Var<T, N>&, const nn::EncoderForwardOptions<T, N>&) const;                                            \
+    EXTERN template nn::TransformerStackOutput<T, N> nn::TransformerDecoder<T>::forward_with_weights<N>(             \
+        const Var<T, N>&, const Var<T, N>&, const nn::DecoderForwardOptions<T, N>&) const;                          \
+    EXTERN template Var<T, N> nn::Transformer<T>::forward<N>(const Var<T, N>&, const Var<T, N>&,                      \
+                                                            const nn::TransformerForwardOptions<T>&) const;
+#define XGRAD_PRECOMPILED_TRANSFORMER(EXTERN, T)                  \
+    EXTERN template struct nn::TransformerEncoderLayer<T>;        \
+    EXTERN template struct nn::TransformerDecoderLayer<T>;        \
+    EXTERN template struct nn::TransformerEncoder<T>;             \
+    EXTERN template struct nn::TransformerDecoder<T>;             \
+    EXTERN template struct nn::Transformer<T>;                    \
+    XGRAD_DETAIL_PRECOMPILED_TRANSFORMER_RANK(EXTERN, T, 2)       \
+    XGRAD_DETAIL_PRECOMPILED_TRANSFORMER_RANK(EXTERN, T, 3)
+
 // The optimizers' update loops and checks.
 #define XGRAD_PRECOMPILED_OPTIM(EXTERN, T)                                          \
     EXTERN template class optim::Optimizer<T>;                                      \
@@ -142,6 +165,8 @@ XGRAD_PRECOMPILED_OPS(extern, float)
 XGRAD_PRECOMPILED_OPS(extern, double)
 XGRAD_PRECOMPILED_NN(extern, float)
 XGRAD_PRECOMPILED_NN(extern, double)
+XGRAD_PRECOMPILED_TRANSFORMER(extern, float)
+XGRAD_PRECOMPILED_TRANSFORMER(extern, double)
 XGRAD_PRECOMPILED_OPTIM(extern, float)
 XGRAD_PRECOMPILED_OPTIM(extern, double)
 }  // namespace xgrad
