@@ -1,4 +1,4 @@
-// The README's first example, complete: fit a tanh layer with hand-written SGD steps.
+// The smallest complete program (linked from the README): fit a tanh layer with hand-written SGD steps.
 #include <iostream>
 
 #include <xgrad/xgrad.hpp>
