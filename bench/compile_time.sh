@@ -7,12 +7,23 @@
 # Prints every run's wall time, CPU time (user + sys: less disturbed than wall time when other
 # jobs share the cores) and peak memory, then the min and the median of each. Fails if the
 # program does not link against the installed libxgrad or warns under -Wall -Wextra.
-#   bench/compile_time.sh BUILD_DIR [FILE.cpp] [ROUNDS]   (examples/training_loop.cpp, 3 rounds)
+#   bench/compile_time.sh BUILD_DIR [FILE.cpp ...] [ROUNDS]
+# (default: examples/training_loop.cpp, a short training loop on the library's modules, and
+# examples/port_transformer.cpp, a port-sized model with its own attention and LayerNorm; 3 rounds)
 set -eu
 build=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-file=${2:-$root/examples/training_loop.cpp}
-rounds=${3:-3}
+shift
+files=""
+rounds=3
+for arg in "$@"; do
+    case $arg in
+        *.cpp) files="$files $arg" ;;
+        *) rounds=$arg ;;
+    esac
+done
+[ -n "$files" ] || files="$root/examples/training_loop.cpp $root/examples/port_transformer.cpp"
+
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 meson install -C "$build" --destdir "$out/root" --no-rebuild --quiet > /dev/null
 export PKG_CONFIG_PATH="$(dirname "$(find "$out/root" -name xgrad.pc)")"
@@ -20,7 +31,9 @@ library_flags="-O2 -march=native -Wall -Wextra $(pkg-config --cflags xgrad)"
 header_only_flags=$(echo "$library_flags" | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//')
 
 echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for file in $files; do
 echo "g++ $library_flags -c $(basename "$file")"
+rm -f "$out"/*.wall "$out"/*.cpu "$out"/*.kb
 round=1
 while [ "$round" -le "$rounds" ]; do
     for mode in libxgrad header-only; do
@@ -52,3 +65,4 @@ ${CXX:-g++} "$out/libxgrad.o" -o "$out/program" $(pkg-config --libs xgrad)
 if [ -s "$out/libxgrad.warnings" ]; then
     echo "warnings with libxgrad:"; cat "$out/libxgrad.warnings"; exit 1
 fi
+done
