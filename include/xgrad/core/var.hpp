@@ -205,13 +205,6 @@ Var<T, N> named(const Var<T, N>& v, std::string_view name) {
     return v;
 }
 
-// For a node's Node::for_each_input: calls f on the node of every input Var (empty ones, e.g. an
-// absent bias, are skipped).
-template <class... Vs>
-void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
-    ((inputs ? f(*inputs.node()) : void()), ...);
-}
-
 // Creates the output node of an op: on the current tape when grad is enabled and some input
 // requires grad, otherwise a free-standing node that requires nothing. Ops call make_op below,
 // which calls this.
@@ -235,6 +228,51 @@ template <Real T, std::size_t N>
 bool input_requires_grad(const std::vector<Var<T, N>>& vs) {
     return std::any_of(vs.begin(), vs.end(), [](const Var<T, N>& v) { return input_requires_grad(v); });
 }
+
+// What the tape does with an op's input slot: drop it (release_input) and report the nodes it
+// holds (visit_input). A Var (an empty one, e.g. an absent bias, holds none) or a list of Vars
+// here; other kinds overload both beside their type, found by argument-dependent lookup.
+template <Real T, std::size_t N>
+void release_input(Var<T, N>& v) {
+    v = {};
+}
+template <Real T, std::size_t N>
+void visit_input(const Node::InputVisitor& f, const Var<T, N>& v) {
+    if (v) f(*v.node());
+}
+template <Real T, std::size_t N>
+void release_input(std::vector<Var<T, N>>& vs) {
+    vs.clear();  // keeps the capacity for the next step
+}
+template <Real T, std::size_t N>
+void visit_input(const Node::InputVisitor& f, const std::vector<Var<T, N>>& vs) {
+    for (const auto& v : vs) visit_input(f, v);
+}
+// Calls f on the node of every input Var, for a node written on TensorNode directly.
+template <class... Vs>
+void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
+    (visit_input(f, inputs), ...);
+}
+
+// The base of an op's node, which states only its inputs, forward and backward:
+//   auto inputs() { return std::tie(x, w); }  its input slots, in the order make_op receives them
+//   void forward();                            writes this->value from them
+//   void backward() override;                  accumulates into the inputs' gradients
+// The rest of what the tape needs comes from inputs(): release_inputs (a cleared tape, or a node
+// nothing records, drops them) and for_each_input (tape listings, and where DataParallel sees a
+// parameter's last use in backward).
+template <class Derived, Real T, std::size_t N>
+class OpNode : public TensorNode<T, N> {
+public:
+    void release_inputs() final {
+        std::apply([](auto&... in) { (release_input(in), ...); }, static_cast<Derived&>(*this).inputs());
+    }
+    void for_each_input(const Node::InputVisitor& f) const final {
+        // inputs() ties the members without changing them: reading through it keeps this const
+        auto& self = const_cast<Derived&>(static_cast<const Derived&>(*this));
+        std::apply([&](const auto&... in) { (visit_input(f, in), ...); }, self.inputs());
+    }
+};
 
 // The one way an op makes its output: make_op<NodeT>(out_shape, forward, inputs...)
 //   1. records a NodeT on the tape when grad is enabled and some input requires grad, otherwise

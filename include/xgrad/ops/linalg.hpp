@@ -28,7 +28,7 @@ std::size_t extent_product(const S& shape, std::size_t from, std::size_t to) {
 // y (B, M, N) = a (B, M, K) · b (B, K, N): B GEMMs on contiguous slices. A folded matmul
 // (a rank > 2, b rank 2) is one GEMM: B = 1 and M = every row of a.
 template <Real T, std::size_t NA, std::size_t NB>
-class MatmulNode final : public TensorNode<T, NA> {
+class MatmulNode final : public OpNode<MatmulNode<T, NA, NB>, T, NA> {
 public:
     Var<T, NA> a;  // a and b are held only when this node requires grad
     Var<T, NB> b;
@@ -36,11 +36,6 @@ public:
 
     const char* op_name() const override { return "matmul"; }
     auto inputs() { return std::tie(a, b); }
-    void release_inputs() override {
-        a = {};
-        b = {};
-    }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, a, b); }
 
     void forward() {
         const T *pa = a.value().data(), *pb = b.value().data();
@@ -132,7 +127,7 @@ namespace detail {
 // act is none, relu or gelu (relu_op and gelu_op of ops/elementwise.hpp), applied in place to the
 // GEMM's output.
 template <Real T, std::size_t N>
-class LinearNode final : public TensorNode<T, N> {
+class LinearNode final : public OpNode<LinearNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 2> weight;
@@ -148,12 +143,6 @@ public:
                                                        : "linear";
     }
     auto inputs() { return std::tie(x, weight, bias); }
-    void release_inputs() override {
-        x = {};
-        weight = {};
-        bias = {};
-    }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     void forward() {
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)

@@ -31,7 +31,7 @@ namespace detail {
 // forward() copies x into this->value and normalizes it there IN PLACE, applying the masks of
 // masked_softmax on the way. backward() needs only the output y, never the mask.
 template <Real T, std::size_t N>
-class SoftmaxNode final : public TensorNode<T, N> {
+class SoftmaxNode final : public OpNode<SoftmaxNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // held only when this node requires grad
     bool log = false;
@@ -42,8 +42,6 @@ public:
     const char* op_name() const override { return name; }
     bool allows_negative_infinity() const override { return log; }  // log 0 of a masked entry
     auto inputs() { return std::tie(x); }
-    void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     // masks: masked_softmax's, over the last axis (inner 1)
     void forward(const ScoreMasks<T>* masks = nullptr) {

@@ -32,7 +32,7 @@ namespace xgrad::nn::detail {
 
 // O (L, B, E) or (B, L, E) = the attention of query heads q over key heads k and value heads v.
 template <Real T>
-class FusedAttentionNode final : public TensorNode<T, 3> {
+class FusedAttentionNode final : public OpNode<FusedAttentionNode<T>, T, 3> {
 public:
     HeadOperand<T> q, k, v;
     HeadLayout out;
@@ -43,10 +43,6 @@ public:
 
     const char* op_name() const override { return "attention"; }
     auto inputs() { return std::tie(q, k, v); }
-    void release_inputs() override { q.source = {}, k.source = {}, v.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override {
-        xgrad::visit_inputs(f, q.source, k.source, v.source);
-    }
 
     std::size_t heads() const { return q.layout.batch * q.layout.heads; }
     // Row length of the transposed buffers: L rounded up to whole vectors.

@@ -38,10 +38,18 @@ struct HeadOperand {
     Var<T, 3> source;
     HeadLayout layout;
 };
-// For make_op: a head operand needs a gradient when its source does.
+// As an op's input (make_op, OpNode), a head operand is its source.
 template <Real T>
 bool input_requires_grad(const HeadOperand<T>& x) {
     return xgrad::input_requires_grad(x.source);
+}
+template <Real T>
+void release_input(HeadOperand<T>& x) {
+    x.source = {};
+}
+template <Real T>
+void visit_input(const Node::InputVisitor& f, const HeadOperand<T>& x) {
+    xgrad::visit_input(f, x.source);
 }
 
 // q and k (or k and v) must split into heads of the same batch, count and size.

@@ -34,7 +34,7 @@ namespace xgrad::nn::detail {
 
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
 template <Real T>
-class AttentionWeightsNode final : public TensorNode<T, 3> {
+class AttentionWeightsNode final : public OpNode<AttentionWeightsNode<T>, T, 3> {
 public:
     HeadOperand<T> q, k;
     T scale = 1;
@@ -44,8 +44,6 @@ public:
 
     const char* op_name() const override { return "attention_weights"; }
     auto inputs() { return std::tie(q, k); }
-    void release_inputs() override { q.source = {}, k.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, q.source, k.source); }
 
     // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S), the scores of head h of sequence b, into `out`,
     // columns `keys` only
@@ -123,7 +121,7 @@ public:
 
 // O (L, B, E) or (B, L, E): head h of O_b is P_bh · V_bh, in the layout `out`.
 template <Real T>
-class AttentionContextNode final : public TensorNode<T, 3> {
+class AttentionContextNode final : public OpNode<AttentionContextNode<T>, T, 3> {
 public:
     Var<T, 3> weights;  // P (B·H, L, S)
     HeadOperand<T> v;
@@ -132,8 +130,6 @@ public:
 
     const char* op_name() const override { return "attention_context"; }
     auto inputs() { return std::tie(weights, v); }
-    void release_inputs() override { weights = {}, v.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weights, v.source); }
 
     double flops() const { return 2.0 * double(weights.size()) * double(v.layout.head_dim); }
 
