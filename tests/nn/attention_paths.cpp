@@ -230,7 +230,7 @@ TEST_CASE("fused attention: its study internals are the weights op's scores and 
     std::mt19937_64 rng(9);
     std::vector<double> ignore(N * H * L * S), additive(N * H * L * S);  // per score row: the general path
     for (std::size_t i = 0; i < ignore.size(); ++i) ignore[i] = rng() % 100 < 30, additive[i] = double(rng() % 7) / 3.0;
-    const auto fill = [&](ScoreMasks<double>& masks) {
+    const auto fill = [&](kernels::ScoreMasks<double>& masks) {
         std::copy(ignore.begin(), ignore.end(), masks.for_writing(masks.ignore, 1));
         std::copy(additive.begin(), additive.end(), masks.for_writing(masks.additive, 1));
     };

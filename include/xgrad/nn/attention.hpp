@@ -259,7 +259,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         q = heads_of(named(project(q_in, q_proj_weight, 0), "q"), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
     }
 
-    const auto fill_masks = [&](detail::ScoreMasks<T>& merged) { masks.merge(merged); };
+    const auto fill_masks = [&](kernels::ScoreMasks<T>& merged) { masks.merge(merged); };
 
     const double p = training ? options.dropout : 0.0;
     if (p > 0 && !dropout_generator)

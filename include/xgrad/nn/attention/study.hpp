@@ -8,26 +8,27 @@
 
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/gemm.hpp"
+#include "xgrad/kernels/score_masks.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
-#include "xgrad/ops/blas.hpp"
-#include "xgrad/ops/softmax_kernels.hpp"
 
 namespace xgrad::nn::detail {
 
 // For study: the scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
 template <Real T>
-xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, const ScoreMasks<T>& masks) {
+xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale,
+                               const kernels::ScoreMasks<T>& masks) {
     const HeadLayout &ql = q.layout, &kl = k.layout;
-    const std::size_t L = ql.len, S = kl.len;
-    xt::xtensor<T, 3> scores({ql.batch * ql.heads, L, S});
-    for (std::size_t bh = 0; bh < ql.batch * ql.heads; ++bh) {
-        const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-        blas::gemm(blas::Op::none, blas::Op::trans, L, S, ql.head_dim, scale, q.source.value().data() + ql.at(b, h),
-                   ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0), scores.data() + bh * L * S, S);
+    const std::size_t L = ql.len, S = kl.len, heads = ql.batch * ql.heads;
+    xt::xtensor<T, 3> scores({heads, L, S});
+    for (std::size_t bh = 0; bh < heads; ++bh) {
+        T* s = scores.data() + bh * L * S;
+        kernels::scores_rows(q.head(bh), ql.seq_stride, k.head(bh), kl.seq_stride, L, S, ql.head_dim, scale, s, S);
+        kernels::RowMasks<T>{masks, bh * L, {0, S, true}}.apply(s, L, S);
     }
-    for (std::size_t r = 0; r < scores.size() / std::max<std::size_t>(S, 1); ++r)
-        xgrad::detail::apply_masks_row(scores.data() + r * S, S, masks.ignore.row(r), masks.additive.row(r));
     return scores;
 }
 
@@ -67,12 +68,10 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
     if (this->has_grad()) {
         dscores.resize(shape), dweights.resize(shape);
         const T* dO = this->grad_storage()->data();
-        for (std::size_t bh = 0; bh < heads(); ++bh) {
-            const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-            blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride, head_of(v, bh),
-                       vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
-        }
-        xgrad::detail::softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
+        for (std::size_t bh = 0; bh < heads(); ++bh)  // dP_bh (L, S) = dO_bh (L, D) · V_bhᵀ (D, S)
+            kernels::gemm(kernels::Op::none, kernels::Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride,
+                          v.head(bh), vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
+        kernels::softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
     }
     const ArrayView no_grad{this->view_of(scores).shape};
     f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
