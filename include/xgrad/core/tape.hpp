@@ -43,7 +43,7 @@ public:
     // A value of -inf is a result, not an anomaly (log_softmax of a masked entry).
     virtual bool allows_negative_infinity() const { return false; }
 
-    // ---- inspection (xgrad/core/inspect.hpp); none of it is used by forward or backward ----
+    // ---- inspection (xgrad/inspect/); none of it is used by forward or backward ----
     using InternalVisitor =
         std::function<void(const char* name, const char* formula, const ArrayView& value, const ArrayView& grad)>;
     virtual ArrayView value_view() const = 0;

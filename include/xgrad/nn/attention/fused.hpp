@@ -78,7 +78,7 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // study.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
 
 private:
     struct Grads {

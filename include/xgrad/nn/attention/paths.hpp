@@ -15,15 +15,15 @@
 // |                       |                     | (training loops, the Transformer layers)   | (b, h), scores transposed for SIMD       |
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys).
-// Inspection-only recomputation of their internals (scores, weights) is in study.hpp.
+// Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
 #pragma once
 #include <string>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 #include "xgrad/nn/attention/reference.hpp"
-#include "xgrad/nn/attention/study.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
 
 namespace xgrad::nn {

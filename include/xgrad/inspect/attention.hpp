@@ -1,6 +1,8 @@
-// Inspection only (xgrad inspect, core/inspect.hpp): what the attention nodes hold inside without
-// keeping it, recomputed on request from their inputs, values and gradients: the scores, the
-// weights of the fused op, and their gradients. Nothing here runs in a forward or a backward.
+// The attention internals that tape listings show (tape_graph.hpp, `xgrad inspect`): what the
+// attention nodes hold inside without keeping it, recomputed on request from their inputs, values
+// and gradients: the scores, the weights of the fused op, and their gradients, as the two-op path
+// would have them. Nothing here runs in a forward or a backward. The nodes (nn/attention/) declare
+// for_each_internal; its definitions are here, and nn/attention/paths.hpp includes this file.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -15,12 +17,13 @@
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
 
-namespace xgrad::nn::detail {
+namespace xgrad::inspect {
 
-// For study: the scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
+// The scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
 template <Real T>
-xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale,
-                               const kernels::ScoreMasks<T>& masks) {
+xt::xtensor<T, 3> attention_scores(const nn::detail::HeadOperand<T>& q, const nn::detail::HeadOperand<T>& k, T scale,
+                                   const kernels::ScoreMasks<T>& masks) {
+    using nn::detail::HeadLayout;
     const HeadLayout &ql = q.layout, &kl = k.layout;
     const std::size_t L = ql.len, S = kl.len, heads = ql.batch * ql.heads;
     xt::xtensor<T, 3> scores({heads, L, S});
@@ -32,13 +35,17 @@ xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k,
     return scores;
 }
 
-// For study: the softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
+}  // namespace xgrad::inspect
+
+namespace xgrad::nn::detail {
+
+// The softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
 // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
 template <Real T>
 void AttentionWeightsNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
     if (!q.source || !k.source) return;  // inputs released: the tape was cleared
     const std::size_t S = k.layout.len;
-    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+    const xt::xtensor<T, 3> scores = inspect::attention_scores(q, k, scale, masks);
     xt::xtensor<T, 3> grad;
     if (this->has_grad()) {
         grad.resize(this->value.shape());
@@ -49,7 +56,7 @@ void AttentionWeightsNode<T>::for_each_internal(const Node::InternalVisitor& f) 
       this->has_grad() ? this->view_of(grad) : no_grad);
 }
 
-// For study, as the two-op path shows them: "scores" (B·H, L, S) = scale · Q·Kᵀ + masks, -inf where
+// As the two-op path shows them: "scores" (B·H, L, S) = scale · Q·Kᵀ + masks, -inf where
 // ignored, and "weights" P (B·H, L, S), 0 outside the live keys; once a backward has reached the
 // node, their gradients dS = P ⊙ (dP − Σ_j dP ⊙ P) and dP = dO·Vᵀ (every column). Recomputed.
 template <Real T>
@@ -58,7 +65,7 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
     const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
     const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, ld = this->ld();
     const std::array<std::size_t, 3> shape{heads(), L, S};
-    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+    const xt::xtensor<T, 3> scores = inspect::attention_scores(q, k, scale, masks);
     xt::xtensor<T, 3> weights(shape, T(0)), dscores, dweights;
     for (std::size_t bh = 0; bh < heads(); ++bh) {
         const T* pt = probs_t.data() + bh * S * ld;
