@@ -120,9 +120,9 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
         }
         case Masks::causal: fo.is_causal = true; break;
         case Masks::valid_lens: {
-            xt::xarray<std::int64_t> lens = xt::zeros<std::int64_t>({s.N, s.L});
+            xt::xtensor<std::int64_t, 2> lens = xt::zeros<std::int64_t>({s.N, s.L});
             for (auto& x : lens) x = std::int64_t(rng() % (s.S + 1));
-            fo.valid_lens = lens;
+            fo.valid_lens = valid_lens(lens);
             break;
         }
     }
