@@ -19,8 +19,8 @@ struct ArrayView {
     bool is_double = false;
 };
 
-// One recorded value. An op's node derives from OpNode<Node, T, N> (var.hpp), which derives the
-// input methods below from the op's inputs(); a leaf is a LeafNode (var.hpp).
+// One recorded value. An op's node derives from OpNode<ItsNode, T, N> (var.hpp), which derives
+// the input methods below from the op's inputs(); a leaf is a LeafNode (var.hpp).
 class Node {
 public:
     virtual ~Node() = default;
