@@ -1,8 +1,8 @@
 // Every GEMM of the MultiheadAttention training step (src/mha_workload.hpp) timed on xgrad's
-// kernel (ops/gemm_kernel.hpp) and on OpenBLAS, alternately in one process, one thread:
+// kernel (kernels/gemm_tiled.hpp) and on OpenBLAS, alternately in one process, one thread:
 //   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base"] [--reps R]
 // Prints a markdown table: median µs of each, their ratio and the largest relative difference
-// between the two results. This is what kernel::preferred is decided from.
+// between the two results. This is what kernels::tiled::preferred is decided from.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -18,7 +18,7 @@
 
 #include <cblas.h>
 
-#include "xgrad/ops/gemm_kernel.hpp"
+#include "xgrad/kernels/gemm_tiled.hpp"
 
 namespace {
 
@@ -57,7 +57,7 @@ void blas_gemm(const Shape& s, const T* a, const T* b, T* c) {
 
 template <class T>
 void kernel_gemm(const Shape& s, const T* a, const T* b, T* c) {
-    xgrad::blas::kernel::gemm(s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k, b,
+    xgrad::kernels::tiled::gemm(s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k, b,
                               s.b_trans ? s.k : s.n, T(0), c, s.n);
 }
 

@@ -1,8 +1,9 @@
 // Writing your own op and verifying it with gradcheck.
 //
 // An op is a node struct plus a short function:
-//   - the node holds its inputs (inputs() names them), computes its value in forward(), and in
-//     backward() reads its output gradient and ACCUMULATES into its inputs' gradients;
+//   - the node derives from xgrad::OpNode and states three things: its inputs (inputs() names
+//     them), its value (forward()) and its backward (backward() reads its output gradient and
+//     ACCUMULATES into its inputs' gradients); OpNode derives the rest from inputs();
 //   - the function checks its arguments and calls xgrad::make_op, which records the node on the
 //     tape (or not, when nothing needs a gradient), hands it the inputs, sizes its value and runs
 //     forward.
@@ -13,16 +14,12 @@
 #include <xgrad/xgrad.hpp>
 
 template <xgrad::Real T, std::size_t N>
-class SoftplusNode final : public xgrad::TensorNode<T, N> {
+class SoftplusNode final : public xgrad::OpNode<SoftplusNode<T, N>, T, N> {
 public:
     xgrad::Var<T, N> x;
     const char* op_name() const override { return "softplus"; }
     // The input slots, in the order make_op receives the inputs.
     auto inputs() { return std::tie(x); }
-    // A node that is not recorded (nothing needs a gradient) drops its inputs after forward.
-    void release_inputs() override { x = {}; }
-    // For tape listings (xgrad::TapeGraph, `xgrad inspect`): the inputs this node holds.
-    void for_each_input(const xgrad::Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
     // make_op has sized this->value to the output's shape: write it in place.
     void forward() {
         const T* px = x.value().data();

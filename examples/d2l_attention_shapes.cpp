@@ -16,7 +16,7 @@ int main() {
     auto X = constant(xt::xtensor<float, 3>(xt::ones<float>({batch, num_queries, num_hiddens})));
     auto Y = constant(xt::xtensor<float, 3>(xt::ones<float>({batch, num_kvpairs, num_hiddens})));
     nn::MhaForwardOptions<float> options;
-    options.valid_lens = xt::xarray<std::int64_t>{3, 2};  // d2l: keys beyond the valid length are masked
+    options.valid_lens = valid_lens(xt::xtensor<std::int64_t, 1>{3, 2});  // d2l: keys beyond the valid length are masked
 
     auto result = attention.forward(X, Y, Y, options);
     std::cout << "output " << shape_str(result.output.shape()) << ", attention weights "

@@ -9,7 +9,7 @@
 
 #include "attention_tool.hpp"
 #include "transformer_tool.hpp"
-#include "xgrad/core/inspect.hpp"
+#include "xgrad/inspect/tape_graph.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/npy.hpp"
 

@@ -21,8 +21,8 @@
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/sdpa.hpp"
+#include "xgrad/kernels/gemm.hpp"
 #include "xgrad/nn/transformer.hpp"
-#include "xgrad/ops/blas.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/linalg.hpp"
 #include "xgrad/ops/loss.hpp"
@@ -80,8 +80,9 @@
 // The tape, the GEMM and the ops.
 #define XGRAD_PRECOMPILED_OPS(EXTERN, T)                                                                          \
     XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, 0)                                                                   \
-    EXTERN template void blas::gemm<T>(blas::Op, blas::Op, std::size_t, std::size_t, std::size_t, T, const T*,    \
-                                       std::size_t, const T*, std::size_t, T, T*, std::size_t, const T*);         \
+    EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
+                                          const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
+                                          const T*);                                                              \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 1)                                                                   \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 2)                                                                   \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 3)                                                                   \

@@ -7,7 +7,7 @@
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/philox.hpp"
-#include "xgrad/core/inspect.hpp"
+#include "xgrad/inspect/tape_graph.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduce.hpp"

@@ -12,13 +12,12 @@ namespace {
 // y = 3x, with a deliberately wrong / missing / overwriting backward (to test the checker).
 enum class Bug { none, wrong, missing, overwrite };
 template <Real T, std::size_t N>
-class TripleNode final : public TensorNode<T, N> {
+class TripleNode final : public OpNode<TripleNode<T, N>, T, N> {
 public:
     Var<T, N> x;
     Bug bug = Bug::none;
     const char* op_name() const override { return "triple"; }
     auto inputs() { return std::tie(x); }
-    void release_inputs() override { x = {}; }
     void forward() { this->value = 3.0 * x.value(); }
     void backward() override {
         auto& gx = x.node()->grad_buffer();

@@ -114,23 +114,23 @@ TEST_CASE("loops right after one another and after a pause reach polling and sle
 
 TEST_CASE("a GEMM split over 2 threads equals the naive product, for every transpose, in place, with a bias") {
     const std::size_t m = 150, n = 90, k = 200, lda_pad = 3;  // 5.4 MFLOP: split (parallel_min_work)
-    for (auto op_a : {blas::Op::none, blas::Op::trans})
-        for (auto op_b : {blas::Op::none, blas::Op::trans})
+    for (auto op_a : {kernels::Op::none, kernels::Op::trans})
+        for (auto op_b : {kernels::Op::none, kernels::Op::trans})
             for (bool tall : {true, false})  // split by rows (m >= n) or by columns (the bias split with them)
                 for (bool with_bias : {false, true}) {
                     const std::size_t M = tall ? m : n, N = tall ? n : m;
-                    const std::size_t a_rows = op_a == blas::Op::none ? M : k, a_cols = op_a == blas::Op::none ? k : M;
-                    const std::size_t b_rows = op_b == blas::Op::none ? k : N, b_cols = op_b == blas::Op::none ? N : k;
+                    const std::size_t a_rows = op_a == kernels::Op::none ? M : k, a_cols = op_a == kernels::Op::none ? k : M;
+                    const std::size_t b_rows = op_b == kernels::Op::none ? k : N, b_cols = op_b == kernels::Op::none ? N : k;
                     const auto a = randn<2>({a_rows, a_cols + lda_pad}, 1), b = randn<2>({b_rows, b_cols + lda_pad}, 2);
                     const auto c0 = randn<2>({M, N + lda_pad}, 3);
                     const xt::xtensor<double, 1> bias = randn<1>({N}, 4);
                     const double* bias_or_null = with_bias ? bias.data() : nullptr;
                     auto c1 = c0, c2 = c0;
-                    blas::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
+                    kernels::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
                                c1.data(), N + lda_pad, bias_or_null);
                     {
                         Threads two(2);
-                        blas::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
+                        kernels::gemm(op_a, op_b, M, N, k, 0.5, a.data(), a_cols + lda_pad, b.data(), b_cols + lda_pad, 2.0,
                                    c2.data(), N + lda_pad, bias_or_null);
                     }
                     double worst = 0;
@@ -140,8 +140,8 @@ TEST_CASE("a GEMM split over 2 threads equals the naive product, for every trans
                             if (j < N) {
                                 double dot = 0;
                                 for (std::size_t t = 0; t < k; ++t)
-                                    dot += (op_a == blas::Op::none ? a(i, t) : a(t, i)) *
-                                           (op_b == blas::Op::none ? b(t, j) : b(j, t));
+                                    dot += (op_a == kernels::Op::none ? a(i, t) : a(t, i)) *
+                                           (op_b == kernels::Op::none ? b(t, j) : b(j, t));
                                 want = 0.5 * dot + 2.0 * c0(i, j) + (with_bias ? bias(j) : 0.0);
                             }
                             worst = std::max({worst, std::abs(c1(i, j) - want), std::abs(c2(i, j) - want)});

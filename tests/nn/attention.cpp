@@ -111,9 +111,9 @@ TEST_CASE("MultiheadAttention errors name the op, the operand and both shapes") 
     fo.attn_mask = ignore_mask(xt::xarray<bool>(xt::zeros<bool>({5, 3})));
     CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
     fo = {};
-    fo.valid_lens = xt::xarray<std::int64_t>{1, 2, 3};
+    fo.valid_lens = valid_lens(xt::xtensor<std::int64_t, 1>{1, 2, 3});
     CHECK_THROWS_AS(m.forward(q, k, v, fo), shape_error);
-    fo.valid_lens = xt::xarray<std::int64_t>{1, -2};
+    fo.valid_lens = valid_lens(xt::xtensor<std::int64_t, 1>{1, -2});
     CHECK_THROWS_AS(m.forward(q, k, v, fo), value_error);
     // unbatched: key_padding_mask (S), 3-D attn_mask (num_heads, L, S)
     const auto q2 = constant(randn<2>({3, 4})), k2 = constant(randn<2>({5, 3})), v2 = constant(randn<2>({5, 4}));

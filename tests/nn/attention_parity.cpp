@@ -88,7 +88,7 @@ void run_case(const std::string& c, const xt::xarray<double>& cfg) {
     fo.need_weights = flag(9), fo.average_attn_weights = flag(10), fo.is_causal = flag(11);
     fo.key_padding_mask = load_mask(c, "key_padding_mask", int(cfg(12)));
     fo.attn_mask = load_mask(c, "attn_mask", int(cfg(13)));
-    if (flag(14)) fo.valid_lens = xt::xarray<std::int64_t>(load(c, "valid_lens"));
+    if (flag(14)) fo.valid_lens = valid_lens(xt::xarray<std::int64_t>(load(c, "valid_lens")));
 
     const auto r = mha.forward(query, key, value, fo);
     check_close(r.output.value(), load(c, "output"), c + " output");
@@ -210,12 +210,12 @@ TEST_CASE("MultiheadAttention: is_causal, valid_lens, bias_kv and zero_attn colu
     CHECK(r.output.value()(1, 1) == doctest::Approx(1.5));
     CHECK(r.output.value()(2, 0) == doctest::Approx(3.0));
     fo = {};
-    fo.valid_lens = xt::xarray<std::int64_t>{2, 0, 3};  // per query
+    fo.valid_lens = valid_lens(xt::xtensor<std::int64_t, 1>{2, 0, 3});  // per query
     r = m.forward(x, kv, kv, fo);
     CHECK(r.output.value()(0, 0) == doctest::Approx(1.5));
     CHECK(r.output.value()(1, 0) == 0.0);
     CHECK(r.attn_weights.value()(2, 2) == doctest::Approx(1.0 / 3));
-    fo.valid_lens = xt::xarray<std::int64_t>(1);  // one length for the whole (unbatched) sequence
+    fo.valid_lens = valid_lens(xt::xarray<std::int64_t>(1));  // one length for the whole (unbatched) sequence
     r = m.forward(x, kv, kv, fo);
     CHECK(r.output.value()(2, 0) == doctest::Approx(3.0));
 

@@ -120,9 +120,9 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
         }
         case Masks::causal: fo.is_causal = true; break;
         case Masks::valid_lens: {
-            xt::xarray<std::int64_t> lens = xt::zeros<std::int64_t>({s.N, s.L});
+            xt::xtensor<std::int64_t, 2> lens = xt::zeros<std::int64_t>({s.N, s.L});
             for (auto& x : lens) x = std::int64_t(rng() % (s.S + 1));
-            fo.valid_lens = lens;
+            fo.valid_lens = valid_lens(lens);
             break;
         }
     }
@@ -230,7 +230,7 @@ TEST_CASE("fused attention: its study internals are the weights op's scores and 
     std::mt19937_64 rng(9);
     std::vector<double> ignore(N * H * L * S), additive(N * H * L * S);  // per score row: the general path
     for (std::size_t i = 0; i < ignore.size(); ++i) ignore[i] = rng() % 100 < 30, additive[i] = double(rng() % 7) / 3.0;
-    const auto fill = [&](ScoreMasks<double>& masks) {
+    const auto fill = [&](kernels::ScoreMasks<double>& masks) {
         std::copy(ignore.begin(), ignore.end(), masks.for_writing(masks.ignore, 1));
         std::copy(additive.begin(), additive.end(), masks.for_writing(masks.additive, 1));
     };

@@ -22,8 +22,8 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr std::size_t N = 3, L = 5, S = 9, E = 8, H = 2;
 
 // ignore[r] is the ignore mask of score row r (one head of L rows per (N·H) index), stored per row.
-nn::detail::KeyRange live_of(const std::vector<std::vector<int>>& ignore, std::size_t first, std::size_t count) {
-    nn::detail::ScoreMasks<double> masks;
+kernels::KeyRange live_of(const std::vector<std::vector<int>>& ignore, std::size_t first, std::size_t count) {
+    kernels::ScoreMasks<double> masks;
     masks.reset(std::array<std::size_t, 3>{ignore.size() / L, L, S});
     double* stored = masks.for_writing(masks.ignore, 1);
     for (std::size_t r = 0; r < ignore.size(); ++r)
@@ -94,7 +94,7 @@ TEST_CASE("ScoreMasks::live_keys: from the first key some query keeps to the las
     CHECK(live.holes);
     std::vector<std::vector<int>> ignored(L, all);  // every key of every query: empty
     CHECK(live_of(ignored, 0, L).size() == 0);
-    nn::detail::ScoreMasks<double> no_ignore;  // no ignore mask at all: every key
+    kernels::ScoreMasks<double> no_ignore;  // no ignore mask at all: every key
     no_ignore.reset(std::array<std::size_t, 3>{1, L, S});
     CHECK(no_ignore.live_keys(0, L).size() == S);
 }

@@ -250,9 +250,9 @@ TEST_CASE("d2l's AdditiveAttention matches torch, with and without valid_lens") 
         if (!c.has("mask.valid_lens")) {
             r = m.forward(q, k, v);
         } else if (c.a.at("mask.valid_lens").shape.size() == 1) {
-            r = m.forward(q, k, v, std::optional(c.a.at("mask.valid_lens").as<std::int64_t, 1>()));
+            r = m.forward(q, k, v, valid_lens(c.a.at("mask.valid_lens").as<std::int64_t, 1>()));
         } else {
-            r = m.forward(q, k, v, std::optional(c.a.at("mask.valid_lens").as<std::int64_t, 2>()));
+            r = m.forward(q, k, v, valid_lens(c.a.at("mask.valid_lens").as<std::int64_t, 2>()));
         }
         check_case(c, m, r.output, std::vector<Var<double, 3>>{r.weights},
                    std::map<std::string, Var<double, 3>>{{"queries", q}, {"keys", k}, {"values", v}});

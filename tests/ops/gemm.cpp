@@ -1,4 +1,4 @@
-// xgrad's GEMM kernel (ops/gemm_kernel.hpp) and blas::gemm's choice of it, against a plain
+// xgrad's GEMM kernel (kernels/gemm_tiled.hpp) and kernels::gemm's choice of it, against a plain
 // triple loop in long double: every transpose it serves, edge tiles, leading dimensions wider than
 // the rows, alpha and beta, a bias added to every row, and beta = 0 never reading C (NaN there
 // must not leak).
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/ops/blas.hpp"
+#include "xgrad/kernels/gemm.hpp"
 
 namespace test_ops_gemm {
 
@@ -68,7 +68,7 @@ std::pair<double, bool> error_of(Problem<T> pr, T alpha, T beta, Gemm gemm) {
 template <class T>
 void check_kernel(double tolerance) {
     std::mt19937 rng(7);
-    // full tiles, edge rows and columns, a partial last vector, k of 1, and blas::gemm's sizes.
+    // full tiles, edge rows and columns, a partial last vector, k of 1, and kernels::gemm's sizes.
     // C^T is computed for every TT and, with B transposed, for {100,130,600} (B > 128 KB and
     // wider than A has rows) and {12,300,100} in float64; {100,130,600} also takes A in blocks of
     // rows and, in float64, packs B even when not transposed (it spans > 512 KB)
@@ -89,7 +89,7 @@ void check_kernel(double tolerance) {
                     if (with_bias)
                         for (std::size_t j = 0; j < s.n; ++j) pr.bias.push_back(T(0.25) * T(j % 7) - T(0.5));
                     const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
-                        blas::kernel::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta,
+                        kernels::tiled::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta,
                                            p.c.data(), p.ldc, p.bias_or_null());
                     });
                     CHECK(err < tolerance);
@@ -102,10 +102,10 @@ TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and fl
     check_kernel<double>(1e-13);
 }
 
-TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBLAS otherwise; both agree") {
-    CHECK(blas::kernel::preferred(1) == blas::kernel::many_registers);
-    CHECK(blas::kernel::preferred(2048) == blas::kernel::many_registers);
-    CHECK_FALSE(blas::kernel::preferred(4096));
+TEST_CASE("kernels::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBLAS otherwise; both agree") {
+    CHECK(kernels::tiled::preferred(1) == kernels::tiled::many_registers);
+    CHECK(kernels::tiled::preferred(2048) == kernels::tiled::many_registers);
+    CHECK_FALSE(kernels::tiled::preferred(4096));
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
         for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}, Shape{5, 6, 0}})
@@ -117,8 +117,9 @@ TEST_CASE("blas::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBL
                     if (with_bias)
                         for (std::size_t j = 0; j < s.n; ++j) pr.bias.push_back(0.5 * double(j % 5) - 1.0);
                     const auto [err, padding_kept] = error_of(pr, 1.5, beta, [&](Problem<double>& p) {
-                        blas::gemm(at ? blas::Op::trans : blas::Op::none, bt ? blas::Op::trans : blas::Op::none, s.m, s.n, s.k,
-                                   1.5, p.a.data(), p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc, p.bias_or_null());
+                        using kernels::Op;
+                        kernels::gemm(at ? Op::trans : Op::none, bt ? Op::trans : Op::none, s.m, s.n, s.k, 1.5, p.a.data(),
+                                      p.lda, p.b.data(), p.ldb, beta, p.c.data(), p.ldc, p.bias_or_null());
                     });
                     CHECK(err < 1e-13);
                     CHECK(padding_kept);

@@ -1,4 +1,4 @@
-// The SIMD helpers (core/simd.hpp) and the softmax kernels (ops/softmax_kernels.hpp) against
+// The SIMD helpers (core/simd.hpp) and the softmax kernels (kernels/softmax.hpp) against
 // scalar references, for every row length from 1 to 3 vectors and 1 more, so that whole vectors,
 // partial ones and both together are covered: masked rows, and softmax and log_softmax forward
 // and backward along rows and down columns.
@@ -84,9 +84,14 @@ TEST_CASE_TEMPLATE("masked softmax rows match a scalar reference for every row l
         const T sentinel = T(-7.25);
         std::vector<T> wide(rows * ld, sentinel);
         for (std::size_t r = 0; r < rows; ++r) std::copy_n(scores.begin() + r * n, n, wide.begin() + r * ld);
-        detail::softmax_rows(
-            wide.data(), rows, n, ld, detail::EmptyLine::zeros, [&](std::size_t r) { return ignore.data() + r * n; },
-            [&](std::size_t r) { return additive.data() + r * n; });
+        struct Masks {  // row r's masks, as softmax_rows reads them
+            const std::vector<T>& ignore_rows;
+            const std::vector<T>& additive_rows;
+            std::size_t n;
+            const T* ignore(std::size_t r) const { return ignore_rows.data() + r * n; }
+            const T* additive(std::size_t r) const { return additive_rows.data() + r * n; }
+        };
+        kernels::softmax_rows(wide.data(), rows, n, ld, kernels::EmptyLine::zeros, Masks{ignore, additive, n});
         const double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-14;
         for (std::size_t i = 0; i < scores.size(); ++i) {
             INFO("row ", i / n, " key ", i % n);
@@ -99,9 +104,7 @@ TEST_CASE_TEMPLATE("masked softmax rows match a scalar reference for every row l
         // no masks at all: plain softmax, each row sums to 1
         std::vector<T> plain(rows * n);
         for (auto& v : plain) v = T(normal(rng));
-        detail::softmax_rows(
-            plain.data(), rows, n, n, detail::EmptyLine::zeros, [](std::size_t) { return static_cast<const T*>(nullptr); },
-            [](std::size_t) { return static_cast<const T*>(nullptr); });
+        kernels::softmax_rows(plain.data(), rows, n, n, kernels::EmptyLine::zeros, kernels::NoMasks<T>{});
         for (std::size_t r = 0; r < rows; ++r) {
             double sum = 0;
             for (std::size_t j = 0; j < n; ++j) sum += plain[r * n + j];
@@ -110,7 +113,7 @@ TEST_CASE_TEMPLATE("masked softmax rows match a scalar reference for every row l
         std::vector<T> a(n), b(n);
         double dot = 0;
         for (std::size_t j = 0; j < n; ++j) a[j] = T(normal(rng)), b[j] = T(normal(rng)), dot += double(a[j]) * b[j];
-        CHECK(detail::dot(a.data(), b.data(), n) == doctest::Approx(dot).epsilon(1e-5));
+        CHECK(kernels::dot(a.data(), b.data(), n) == doctest::Approx(dot).epsilon(1e-5));
     }
 }
 
@@ -171,7 +174,7 @@ TEST_CASE_TEMPLATE("softmax and log_softmax along rows and down columns, forward
         for (auto& x : v) x = T(2 * normal(rng));
         return v;
     };
-    const auto no_mask = [](std::size_t) -> const T* { return nullptr; };
+    const kernels::NoMasks<T> no_mask;
     for (bool log : {false, true})
         for (std::size_t width = 1; width <= 5 * W + 1; ++width) {
             INFO("log ", log, " width ", width);
@@ -183,11 +186,11 @@ TEST_CASE_TEMPLATE("softmax and log_softmax along rows and down columns, forward
                 std::vector<T> y = random(n * width);
                 const auto want = line_reference(y, lines, n, line_step, stride, log);
                 if (rows) {
-                    if (log) detail::softmax_rows<true>(y.data(), lines, n, n, detail::EmptyLine::nan, no_mask, no_mask);
-                    else detail::softmax_rows(y.data(), lines, n, n, detail::EmptyLine::nan, no_mask, no_mask);
+                    if (log) kernels::softmax_rows<true>(y.data(), lines, n, n, kernels::EmptyLine::nan, no_mask);
+                    else kernels::softmax_rows(y.data(), lines, n, n, kernels::EmptyLine::nan, no_mask);
                 } else {
-                    if (log) detail::softmax_columns<true>(y.data(), n, width, width, detail::EmptyLine::nan);
-                    else detail::softmax_columns(y.data(), n, width, width, detail::EmptyLine::nan);
+                    if (log) kernels::softmax_columns<true>(y.data(), n, width, width, kernels::EmptyLine::nan);
+                    else kernels::softmax_columns(y.data(), n, width, width, kernels::EmptyLine::nan);
                 }
                 check_near(y, want, tolerance);
                 const std::vector<T> dy = random(y.size()), dx0 = random(y.size());
@@ -196,11 +199,11 @@ TEST_CASE_TEMPLATE("softmax and log_softmax along rows and down columns, forward
                     std::vector<T> dx = beta == T(0) ? std::vector<T>(y.size(), std::numeric_limits<T>::quiet_NaN()) : dx0;
                     const auto want_dx = line_backward_reference(y, dy, dx0, lines, n, line_step, stride, log, beta);
                     if (rows) {
-                        if (log) detail::softmax_backward_rows<true>(y.data(), dy.data(), dx.data(), n, 0, lines, 0, n, T(1), beta);
-                        else detail::softmax_backward_rows(y.data(), dy.data(), dx.data(), n, 0, lines, 0, n, T(1), beta);
+                        if (log) kernels::softmax_backward_rows<true>(y.data(), dy.data(), dx.data(), n, 0, lines, 0, n, T(1), beta);
+                        else kernels::softmax_backward_rows(y.data(), dy.data(), dx.data(), n, 0, lines, 0, n, T(1), beta);
                     } else {
-                        if (log) detail::softmax_backward_columns<true>(y.data(), dy.data(), dx.data(), n, width, width, T(1), beta);
-                        else detail::softmax_backward_columns(y.data(), dy.data(), dx.data(), n, width, width, T(1), beta);
+                        if (log) kernels::softmax_backward_columns<true>(y.data(), dy.data(), dx.data(), n, width, width, T(1), beta);
+                        else kernels::softmax_backward_columns(y.data(), dy.data(), dx.data(), n, width, width, T(1), beta);
                     }
                     check_near(dx, want_dx, tolerance);  // beta 0: the NaN there is never read
                 }
@@ -211,11 +214,11 @@ TEST_CASE_TEMPLATE("softmax and log_softmax along rows and down columns, forward
 TEST_CASE_TEMPLATE("a column of -inf gives NaN (softmax) or zeros (masked), as the caller asks", T, float, double) {
     constexpr T inf = std::numeric_limits<T>::infinity();
     const std::size_t n = 3, width = 2;  // column 0 all -inf, column 1 finite
-    for (auto empty : {detail::EmptyLine::nan, detail::EmptyLine::zeros}) {
+    for (auto empty : {kernels::EmptyLine::nan, kernels::EmptyLine::zeros}) {
         std::vector<T> st{-inf, T(1), -inf, T(2), -inf, T(3)};
-        detail::softmax_columns(st.data(), n, width, width, empty);
+        kernels::softmax_columns(st.data(), n, width, width, empty);
         for (std::size_t j = 0; j < n; ++j) {
-            if (empty == detail::EmptyLine::nan) CHECK(std::isnan(st[j * width]));
+            if (empty == kernels::EmptyLine::nan) CHECK(std::isnan(st[j * width]));
             else CHECK(st[j * width] == T(0));
         }
         CHECK(double(st[1] + st[3] + st[5]) == doctest::Approx(1.0));

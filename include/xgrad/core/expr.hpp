@@ -170,16 +170,20 @@ std::string formula(const Expr<Op, Cs...>*) {
     return std::string(Op::name) + "(" + args + ")";
 }
 
-// ---- the Vars an expression reads, in formula order (for tape listings) ----
-template <Real T, std::size_t N>
-void visit_vars(const Var<T, N>& v, const Node::InputVisitor& f) {
-    visit_inputs(f, v);
-}
+// ---- an expression as an op's input slot (var.hpp: OpNode): the Vars it reads, in formula order ----
 template <Real T>
-void visit_vars(const Const<T>&, const Node::InputVisitor&) {}
+void visit_input(const Node::InputVisitor&, const Const<T>&) {}
 template <class Op, class... Cs>
-void visit_vars(const Expr<Op, Cs...>& e, const Node::InputVisitor& f) {
-    boost::hana::for_each(e.children, [&](const auto& c) { visit_vars(c, f); });
+void visit_input(const Node::InputVisitor& f, const Expr<Op, Cs...>& e) {
+    boost::hana::for_each(e.children, [&](const auto& c) { visit_input(f, c); });
+}
+template <LazyExpression E>
+void visit_input(const Node::InputVisitor& f, const std::optional<E>& e) {
+    if (e) visit_input(f, *e);
+}
+template <LazyExpression E>
+void release_input(std::optional<E>& e) {
+    e.reset();
 }
 
 // An op's input that is an expression needs a gradient when some Var in it does (for make_op).
@@ -190,16 +194,12 @@ bool input_requires_grad(const E& e) {
 
 // The tape node of a materialized expression.
 template <class E>
-class ExprNode final : public TensorNode<typename E::value_type, E::rank> {
+class ExprNode final : public OpNode<ExprNode<E>, typename E::value_type, E::rank> {
 public:
     std::optional<E> expr;
     auto inputs() { return std::tie(expr); }
     void forward() { xt::noalias(this->value) = eval_value(*expr); }
     void backward() override { backprop(*expr, this->grad_buffer()); }
-    void release_inputs() override { expr.reset(); }
-    void for_each_input(const Node::InputVisitor& f) const override {
-        if (expr) visit_vars(*expr, f);
-    }
     const char* op_name() const override {
         static const std::string name = "elementwise " + formula(static_cast<const E*>(nullptr));
         return name.c_str();

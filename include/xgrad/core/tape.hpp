@@ -19,7 +19,8 @@ struct ArrayView {
     bool is_double = false;
 };
 
-// One recorded value. Ops derive from TensorNode<T, N> (var.hpp) and override backward().
+// One recorded value. An op's node derives from OpNode<ItsNode, T, N> (var.hpp), which derives
+// the input methods below from the op's inputs(); a leaf is a LeafNode (var.hpp).
 class Node {
 public:
     virtual ~Node() = default;
@@ -27,6 +28,11 @@ public:
     virtual void backward() {}
     // Drops references to input nodes so a cleared tape frees (or reuses) them.
     virtual void release_inputs() {}
+    // Calls f on every input node this op holds (held until the tape is cleared). Tape listings
+    // read it, and so does dist::DataParallel: a parameter's gradient is final once the backward
+    // walk has passed the last node that reports it.
+    using InputVisitor = std::function<void(const Node&)>;
+    virtual void for_each_input(const InputVisitor&) const {}
     // Forget this pass's gradient (intermediates only; leaves accumulate).
     virtual void reset_grad() = 0;
     virtual bool has_grad() const = 0;
@@ -37,12 +43,9 @@ public:
     // A value of -inf is a result, not an anomaly (log_softmax of a masked entry).
     virtual bool allows_negative_infinity() const { return false; }
 
-    // ---- inspection (xgrad/core/inspect.hpp); none of it is used by forward or backward ----
-    using InputVisitor = std::function<void(const Node&)>;
+    // ---- inspection (xgrad/inspect/); none of it is used by forward or backward ----
     using InternalVisitor =
         std::function<void(const char* name, const char* formula, const ArrayView& value, const ArrayView& grad)>;
-    // Calls f on every input node this op holds (held until the tape is cleared).
-    virtual void for_each_input(const InputVisitor&) const {}
     virtual ArrayView value_view() const = 0;
     virtual ArrayView grad_view() const = 0;  // data nullptr when no gradient reached this node
     // A fused op's steps that are not nodes of their own (the scores inside attention_weights),

@@ -4,10 +4,8 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/tape.hpp"
+#include "xgrad/inspect/names.hpp"
 
 namespace xgrad {
 
@@ -170,48 +169,6 @@ Var<T, N> Var<T, N>::detach() const {
     return constant(value());
 }
 
-// The module path of the nodes being recorded, for tape listings: while a NameScope lives, named()
-// prefixes its parts, so a stack's layers are told apart ("encoder.layers.0.self_attn.output"). A
-// module opens one, named as the child in its state dict, around each child it calls. The parts
-// are views of strings that outlive the scope (literals, index_name); a steady step allocates nothing.
-class NameScope {
-public:
-    explicit NameScope(std::string_view part) { parts().push_back(part); }
-    ~NameScope() { parts().pop_back(); }
-    NameScope(const NameScope&) = delete;
-    NameScope& operator=(const NameScope&) = delete;
-    static std::vector<std::string_view>& parts() {
-        thread_local std::vector<std::string_view> stack;  // pop_back keeps the capacity
-        return stack;
-    }
-};
-
-// "0", "1", ...: an index as a NameScope part (made once per index and thread, then kept).
-inline std::string_view index_name(std::size_t i) {
-    thread_local std::deque<std::string> names;  // a deque: growing it moves no string
-    while (names.size() <= i) names.push_back(std::to_string(names.size()));
-    return names[i];
-}
-
-// Names v's node for tape listings (xgrad inspect): "weights", "query", under the open NameScopes
-// ("decoder.layers.1.multihead_attn.weights"). Returns v.
-template <Real T, std::size_t N>
-Var<T, N> named(const Var<T, N>& v, std::string_view name) {
-    if (!v) return v;
-    std::string& label = v.node()->label;  // a reused node keeps its label's capacity
-    label.clear();
-    for (const std::string_view part : NameScope::parts()) label.append(part).append(1, '.');
-    label.append(name);
-    return v;
-}
-
-// For a node's Node::for_each_input: calls f on the node of every input Var (empty ones, e.g. an
-// absent bias, are skipped).
-template <class... Vs>
-void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
-    ((inputs ? f(*inputs.node()) : void()), ...);
-}
-
 // Creates the output node of an op: on the current tape when grad is enabled and some input
 // requires grad, otherwise a free-standing node that requires nothing. Ops call make_op below,
 // which calls this.
@@ -235,6 +192,51 @@ template <Real T, std::size_t N>
 bool input_requires_grad(const std::vector<Var<T, N>>& vs) {
     return std::any_of(vs.begin(), vs.end(), [](const Var<T, N>& v) { return input_requires_grad(v); });
 }
+
+// What the tape does with an op's input slot: drop it (release_input) and report the nodes it
+// holds (visit_input). A Var (an empty one, e.g. an absent bias, holds none) or a list of Vars
+// here; other kinds overload both beside their type, found by argument-dependent lookup.
+template <Real T, std::size_t N>
+void release_input(Var<T, N>& v) {
+    v = {};
+}
+template <Real T, std::size_t N>
+void visit_input(const Node::InputVisitor& f, const Var<T, N>& v) {
+    if (v) f(*v.node());
+}
+template <Real T, std::size_t N>
+void release_input(std::vector<Var<T, N>>& vs) {
+    vs.clear();  // keeps the capacity for the next step
+}
+template <Real T, std::size_t N>
+void visit_input(const Node::InputVisitor& f, const std::vector<Var<T, N>>& vs) {
+    for (const auto& v : vs) visit_input(f, v);
+}
+// Calls f on the node of every input Var, for a node written on TensorNode directly.
+template <class... Vs>
+void visit_inputs(const Node::InputVisitor& f, const Vs&... inputs) {
+    (visit_input(f, inputs), ...);
+}
+
+// The base of an op's node, which states only its inputs, forward and backward:
+//   auto inputs() { return std::tie(x, w); }  its input slots, in the order make_op receives them
+//   void forward();                            writes this->value from them
+//   void backward() override;                  accumulates into the inputs' gradients
+// The rest of what the tape needs comes from inputs(): release_inputs (a cleared tape, or a node
+// nothing records, drops them) and for_each_input (tape listings, and where DataParallel sees a
+// parameter's last use in backward).
+template <class Derived, Real T, std::size_t N>
+class OpNode : public TensorNode<T, N> {
+public:
+    void release_inputs() final {
+        std::apply([](auto&... in) { (release_input(in), ...); }, static_cast<Derived&>(*this).inputs());
+    }
+    void for_each_input(const Node::InputVisitor& f) const final {
+        // inputs() ties the members without changing them: reading through it keeps this const
+        auto& self = const_cast<Derived&>(static_cast<const Derived&>(*this));
+        std::apply([&](const auto&... in) { (visit_input(f, in), ...); }, self.inputs());
+    }
+};
 
 // The one way an op makes its output: make_op<NodeT>(out_shape, forward, inputs...)
 //   1. records a NodeT on the tape when grad is enabled and some input requires grad, otherwise

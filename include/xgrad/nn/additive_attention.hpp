@@ -6,9 +6,9 @@
 //   weights  (B, Q, K)    = dropout(masked_softmax(scores, valid_lens))
 //   output   (B, Q, dv)   = weights · values (B, K, dv)
 //
-// queries (B, Q, query_size), keys (B, K, key_size); valid_lens (B) or (B, Q): keys j >= len are
-// ignored. d2l fills masked scores with -1e6, so a length-0 row is uniform there; here it is all
-// zero weights and zero gradient (ops/mask.hpp), never NaN. Parameters: W_q.weight (h, query_size),
+// queries (B, Q, query_size), keys (B, K, key_size); valid_lens(lens), lens (B) or (B, Q): keys
+// j >= len are ignored. d2l fills masked scores with -1e6, so a length-0 row is uniform there;
+// here it is all zero weights and zero gradient (ops/mask.hpp), never NaN. Parameters: W_q.weight (h, query_size),
 // W_k.weight (h, key_size), w_v.weight (1, h), no biases (d2l's LazyLinear(bias=False)).
 #pragma once
 #include <cstddef>
@@ -44,11 +44,12 @@ struct AdditiveAttention {
           w_v(num_hiddens, 1, init_gen, false),
           dropout(dropout_p, init_gen) {}
 
-    // valid_lens: none, (B) or (B, Q), int64
-    template <std::size_t V = 1>
+    // valid: none, or valid_lens(lens) with lens (B) or (B, Q), as for masked_softmax
+    template <std::size_t... V>
+        requires(sizeof...(V) <= 1)
     AdditiveAttentionOutput<T> forward(const Var<T, 3>& queries, const Var<T, 3>& keys, const Var<T, 3>& values,
-                                       const std::optional<xt::xtensor<std::int64_t, V>>& valid = std::nullopt) const {
-        static_assert(V == 1 || V == 2, "xgrad: AdditiveAttention's valid_lens are (B) or (B, Q)");
+                                       const ValidLens<V>&... valid) const {
+        static_assert(((V == 1 || V == 2) && ...), "xgrad: AdditiveAttention's valid_lens are (B) or (B, Q)");
         xgrad::detail::require_var(queries, "AdditiveAttention", "queries");
         xgrad::detail::require_var(keys, "AdditiveAttention", "keys");
         xgrad::detail::require_var(values, "AdditiveAttention", "values");
@@ -62,8 +63,16 @@ struct AdditiveAttention {
         const Var<T, 4> k = reshape<4>(W_k(keys), {long(B), 1, long(K), h});
         const Var<T, 4> features = tanh(q + k);                                        // (B, Q, K, h)
         const Var<T, 3> scores = reshape<3>(w_v(features), {long(B), long(Q), long(K)});  // (B, Q, K, 1) -> (B, Q, K)
-        const Var<T, 3> weights = valid ? masked_softmax(scores, valid_lens(*valid)) : softmax(scores, -1);
+        Var<T, 3> weights;
+        if constexpr (sizeof...(V) == 1) weights = masked_softmax(scores, valid...);
+        else weights = softmax(scores, -1);
         return {matmul(dropout(weights), values), weights};
+    }
+    // The spelling before valid_lens(lens): an optional int64 tensor, kept for existing code.
+    template <std::size_t V>
+    AdditiveAttentionOutput<T> forward(const Var<T, 3>& queries, const Var<T, 3>& keys, const Var<T, 3>& values,
+                                       const std::optional<xt::xtensor<std::int64_t, V>>& valid) const {
+        return valid ? forward(queries, keys, values, valid_lens(*valid)) : forward(queries, keys, values);
     }
 };
 

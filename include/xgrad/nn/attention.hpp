@@ -51,13 +51,15 @@ struct MhaForwardOptions {
     bool need_weights = true;
     AnyMask<T> attn_mask{};         // (L, S) or (N*num_heads, L, S)
     // attn_mask is (N, L, S) (unbatched: (1, L, S)): one mask per sequence, read by every head of
-    // it without tiling it to (N*num_heads, L, S) (3DETR's per-layer masks; not a torch argument)
+    // it (3DETR's per-layer masks, which 3DETR tiles to (N*num_heads, L, S); not a torch argument).
+    // The one way to give a mask per sequence (nn::repeat_for_heads is kept for existing code).
     bool attn_mask_per_sequence = false;
     bool average_attn_weights = true;
     bool is_causal = false;  // with no attn_mask: a causal mask is applied
-    // d2l's valid lengths (int64): keys j >= valid_lens[n] ((N) batched, () unbatched) or
-    // j >= valid_lens[n, i] ((N, L) batched, (L) unbatched) are ignored. Combines with the masks.
-    std::optional<xt::xarray<std::int64_t>> valid_lens{};
+    // d2l's valid lengths, valid_lens(lens) as for masked_softmax (ops/mask.hpp): keys j >= lens[n]
+    // ((N) batched, () unbatched) or j >= lens[n, i] ((N, L) batched, (L) unbatched) are ignored.
+    // Combines with the masks.
+    AnyValidLens valid_lens{};
     // automatic: the fastest path that gives what is asked (nn/attention/paths.hpp); reference
     // records every step as a plain op, for study and as the fast paths' oracle
     AttentionPath path = AttentionPath::automatic;
@@ -216,7 +218,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const std::size_t Sp = S + (bias_k && bias_v ? 1 : 0) + (options.add_zero_attn ? 1 : 0);
     detail::MhaMasks<T> masks{opts.key_padding_mask, opts.attn_mask, opts.attn_mask_per_sequence,
                               opts.is_causal && !opts.attn_mask,
-                              opts.valid_lens ? &*opts.valid_lens : nullptr, {B, H, L, S, Sp, batched, {}, {}}};
+                              opts.valid_lens ? &opts.valid_lens.lens() : nullptr, {B, H, L, S, Sp, batched, {}, {}}};
     std::copy(query.shape().begin(), query.shape().end(), masks.geometry.query_shape.begin());
     std::copy(key.shape().begin(), key.shape().end(), masks.geometry.key_shape.begin());
     masks.check();
@@ -259,7 +261,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
         q = heads_of(named(project(q_in, q_proj_weight, 0), "q"), 0), k = heads_of(kp, 0), v = heads_of(vp, 0);
     }
 
-    const auto fill_masks = [&](detail::ScoreMasks<T>& merged) { masks.merge(merged); };
+    const auto fill_masks = [&](kernels::ScoreMasks<T>& merged) { masks.merge(merged); };
 
     const double p = training ? options.dropout : 0.0;
     if (p > 0 && !dropout_generator)

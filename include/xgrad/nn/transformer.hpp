@@ -12,8 +12,8 @@
 //
 // DETR's final-norm rules are the caller's choice of `norm`: its encoder has one only with
 // normalize_before (norm_first), its decoder always. 3DETR: EncoderForwardOptions::layer_masks gives
-// each layer its own (N, S, S) mask, shared by the heads (as 3DETR's tiling, repeat_for_heads), and
-// forward_with_weights returns every layer's attention weights. A plain copy of a layer or stack
+// each layer its own (N, S, S) mask, shared by the heads (as 3DETR's tiling over the heads, without
+// the copy), and forward_with_weights returns every layer's attention weights. A plain copy of a layer or stack
 // shares its tensors and generators (nn/clone.hpp); nn::clone makes an independent one.
 // State-dict names are torch's: encoder.layers.0.self_attn.in_proj_weight, decoder.norm.weight, ...
 #pragma once
@@ -59,17 +59,25 @@ xt::xarray<V> repeat_for_heads(const xt::xarray<V>& m, std::size_t nhead, const 
 // 3DETR's per-layer mask tiling: (N, L, S) -> (N·nhead, L, S), entry n·nhead + h = mask[n]
 // (torch: mask.unsqueeze(1).repeat(1, nhead, 1, 1).view(N·nhead, L, S)). Keeps the mask's kind:
 // repeat_for_heads(ignore_mask(m), H) is an IgnoreMask, and likewise for keep and additive masks.
+// Kept for existing code and ports: a mask per sequence is given as it is, (N, L, S), with
+// attn_mask_per_sequence (MultiheadAttention) or src_mask_per_sequence / layer_masks (the encoder).
+#define XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED \
+    [[deprecated("give the (N, L, S) mask itself with attn_mask_per_sequence or src_mask_per_sequence")]]
+XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
 inline IgnoreMask repeat_for_heads(const IgnoreMask& mask, std::size_t nhead) {
     return {detail::repeat_for_heads(mask.mask, nhead, "ignore_mask")};
 }
+XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
 inline KeepMask repeat_for_heads(const KeepMask& mask, std::size_t nhead) {
     return {detail::repeat_for_heads(mask.mask, nhead, "keep_mask")};
 }
 template <Real T>
+XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
 AdditiveMask<T> repeat_for_heads(const AdditiveMask<T>& mask, std::size_t nhead) {
     return {detail::repeat_for_heads(mask.bias, nhead, "additive_mask")};
 }
 template <Real T>
+XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
 AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
     if (!mask) return mask;
     switch (mask.kind()) {
@@ -78,6 +86,7 @@ AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
     default: return AdditiveMask<T>{detail::repeat_for_heads(mask.values(), nhead, mask.name())};
     }
 }
+#undef XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
 
 namespace detail {
 

@@ -67,8 +67,8 @@ struct EncoderForwardOptions {
     Var<T, N> pos{};                    // DETR: added to queries and keys of every layer
     bool need_weights = false;          // return each layer's self-attention weights
     // Stack only (3DETR): one mask per layer instead of src_mask, each (N, S, S), shared by every
-    // head of sequence n (3DETR tiles it to (N·nhead, S, S) in n·nhead + h order, repeat_for_heads;
-    // the stack reads it without the copy: src_mask_per_sequence).
+    // head of sequence n (3DETR tiles it to (N·nhead, S, S) in n·nhead + h order; the stack reads
+    // it without the copy: src_mask_per_sequence).
     std::vector<AnyMask<T>> layer_masks{};
     // src_mask is one mask per sequence, (N, S, S) (unbatched: (1, S, S)), shared by its heads.
     bool src_mask_per_sequence = false;

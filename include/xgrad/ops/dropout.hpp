@@ -77,15 +77,13 @@ struct DropoutDraw {
 // y = x ⊙ m, or with a residual r: y = r + x ⊙ m (a Transformer layer's residual connection in
 // one pass), with m[i] = 1/(1-p) (kept) or 0 (dropped), drawn once in forward.
 template <Real T, std::size_t N>
-class DropoutNode final : public TensorNode<T, N> {
+class DropoutNode final : public OpNode<DropoutNode<T, N>, T, N> {
 public:
     Var<T, N> x, residual;  // residual empty: plain dropout
     std::vector<T> multiplier;  // the scaled mask, reused by backward
 
     const char* op_name() const override { return residual ? "add_dropout" : "dropout"; }
     auto inputs() { return std::tie(x, residual); }
-    void release_inputs() override { x = {}, residual = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, residual); }
 
     void forward(double p, Generator& gen) {
         const std::size_t n = x.size();

@@ -20,7 +20,7 @@ namespace detail {
 
 // Y (indices..., E) [k, :] = W (V, E) [rows[k], :]
 template <Real T, std::size_t M>
-class EmbeddingNode final : public TensorNode<T, M + 1> {
+class EmbeddingNode final : public OpNode<EmbeddingNode<T, M>, T, M + 1> {
 public:
     Var<T, 2> weight;
     std::vector<std::size_t> rows;     // one validated row per lookup, flattened over the indices
@@ -28,8 +28,6 @@ public:
 
     const char* op_name() const override { return "embedding"; }
     auto inputs() { return std::tie(weight); }
-    void release_inputs() override { weight = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weight); }
 
     void forward() {
         const std::size_t E = weight.shape(1);

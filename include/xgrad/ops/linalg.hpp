@@ -10,7 +10,7 @@
 
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/simd.hpp"
-#include "xgrad/ops/blas.hpp"
+#include "xgrad/kernels/gemm.hpp"
 #include "xgrad/ops/elementwise.hpp"
 
 namespace xgrad {
@@ -28,7 +28,7 @@ std::size_t extent_product(const S& shape, std::size_t from, std::size_t to) {
 // y (B, M, N) = a (B, M, K) · b (B, K, N): B GEMMs on contiguous slices. A folded matmul
 // (a rank > 2, b rank 2) is one GEMM: B = 1 and M = every row of a.
 template <Real T, std::size_t NA, std::size_t NB>
-class MatmulNode final : public TensorNode<T, NA> {
+class MatmulNode final : public OpNode<MatmulNode<T, NA, NB>, T, NA> {
 public:
     Var<T, NA> a;  // a and b are held only when this node requires grad
     Var<T, NB> b;
@@ -36,19 +36,14 @@ public:
 
     const char* op_name() const override { return "matmul"; }
     auto inputs() { return std::tie(a, b); }
-    void release_inputs() override {
-        a = {};
-        b = {};
-    }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, a, b); }
 
     void forward() {
         const T *pa = a.value().data(), *pb = b.value().data();
         T* py = this->value.data();
         // Y_i (M,N) = A_i (M,K) · B_i (K,N)
         for (std::size_t i = 0; i < batches; ++i)
-            blas::gemm(blas::Op::none, blas::Op::none, m, n, k, T(1), pa + i * m * k, pb + i * k * n, T(0),
-                       py + i * m * n);
+            kernels::gemm(kernels::Op::none, kernels::Op::none, m, n, k, T(1), pa + i * m * k, pb + i * k * n, T(0),
+                          py + i * m * n);
     }
 
     void backward() override {
@@ -60,15 +55,15 @@ public:
             const auto [ga, beta] = a.node()->grad_target();
             // dA_i (M,K) = dY_i (M,N) · B_iᵀ (N,K) + beta · dA_i
             for (std::size_t i = 0; i < batches; ++i)
-                blas::gemm(blas::Op::none, blas::Op::trans, m, k, n, T(1), gy + i * m * n, pb + i * k * n, beta,
-                           ga + i * m * k);
+                kernels::gemm(kernels::Op::none, kernels::Op::trans, m, k, n, T(1), gy + i * m * n, pb + i * k * n, beta,
+                              ga + i * m * k);
         }
         if (b.requires_grad()) {
             const auto [gb, beta] = b.node()->grad_target();
             // dB_i (K,N) = A_iᵀ (K,M) · dY_i (M,N) + beta · dB_i   (folded: sums over all rows of a)
             for (std::size_t i = 0; i < batches; ++i)
-                blas::gemm(blas::Op::trans, blas::Op::none, k, n, m, T(1), pa + i * m * k, gy + i * m * n, beta,
-                           gb + i * k * n);
+                kernels::gemm(kernels::Op::trans, kernels::Op::none, k, n, m, T(1), pa + i * m * k, gy + i * m * n, beta,
+                              gb + i * k * n);
         }
     }
 };
@@ -132,7 +127,7 @@ namespace detail {
 // act is none, relu or gelu (relu_op and gelu_op of ops/elementwise.hpp), applied in place to the
 // GEMM's output.
 template <Real T, std::size_t N>
-class LinearNode final : public TensorNode<T, N> {
+class LinearNode final : public OpNode<LinearNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 2> weight;
@@ -148,17 +143,11 @@ public:
                                                        : "linear";
     }
     auto inputs() { return std::tie(x, weight, bias); }
-    void release_inputs() override {
-        x = {};
-        weight = {};
-        bias = {};
-    }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     void forward() {
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
-        blas::gemm(blas::Op::none, blas::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
-                   T(0), this->value.data(), bias ? bias.value().data() : nullptr);
+        kernels::gemm(kernels::Op::none, kernels::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
+                      T(0), this->value.data(), bias ? bias.value().data() : nullptr);
         T* y = this->value.data();
         const std::size_t n = this->value.size();
         if (activation == LinearActivation::relu) {  // Y = relu(Y)
@@ -193,11 +182,11 @@ public:
         }
         if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
             const auto [gx, beta] = x.node()->grad_target();
-            blas::gemm(blas::Op::none, blas::Op::none, rows, in, out, T(1), gy, weight.value().data(), beta, gx);
+            kernels::gemm(kernels::Op::none, kernels::Op::none, rows, in, out, T(1), gy, weight.value().data(), beta, gx);
         }
         if (weight.requires_grad()) {  // dW (out,in) = dYᵀ (out,rows) · X (rows,in) + beta · dW
             const auto [gw, beta] = weight.node()->grad_target();
-            blas::gemm(blas::Op::trans, blas::Op::none, out, in, rows, T(1), gy, x.value().data(), beta, gw);
+            kernels::gemm(kernels::Op::trans, kernels::Op::none, out, in, rows, T(1), gy, x.value().data(), beta, gw);
         }
         if (bias && bias.requires_grad()) {  // db (out) = Σ_rows dY (rows,out) + beta · db
             const auto [gb, beta] = bias.node()->grad_target();

@@ -46,15 +46,13 @@ inline LossMode loss_mode(LossReduction r) { return r == LossReduction::sum ? Lo
 
 // ---- mse_loss: ℓ_i = (x_i − t_i)²; mean divides Σℓ by the element count ----
 template <Real T, std::size_t N, std::size_t M>
-class MseLossNode final : public TensorNode<T, M> {
+class MseLossNode final : public OpNode<MseLossNode<T, N, M>, T, M> {
 public:
     Var<T, N> input, target;
     LossMode mode = LossMode::mean;
 
     const char* op_name() const override { return "mse_loss"; }
     auto inputs() { return std::tie(input, target); }
-    void release_inputs() override { input = {}, target = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, input, target); }
 
     void forward() {
         const T* x = input.value().data();
@@ -136,7 +134,7 @@ Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMod
 // Per position: ℓ = −(1−ε)·log p_y − (ε/C)·Σ_c log p_c, with log p = log_softmax over C.
 // mean divides Σℓ by the number of non-ignored targets (0 of them: NaN, as torch).
 template <Real T, std::size_t R, std::size_t M>
-class CrossEntropyNode final : public TensorNode<T, M> {
+class CrossEntropyNode final : public OpNode<CrossEntropyNode<T, R, M>, T, M> {
 public:
     Var<T, R> logits;
     std::vector<std::int64_t> targets;  // (outer·inner), row-major like the targets tensor
@@ -148,8 +146,6 @@ public:
 
     const char* op_name() const override { return "cross_entropy"; }
     auto inputs() { return std::tie(logits); }
-    void release_inputs() override { logits = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, logits); }
 
     void forward() {
         const auto [outer, C, inner] = split;

@@ -9,12 +9,15 @@
 //   masked_softmax(scores, valid_lens(lens))        // d2l: keys k >= valid_len are masked
 //   masked_softmax(scores, ignore_mask(pad), causal)  // masks combine: a position masked by any is masked
 // The same makers give MultiheadAttention's (and the Transformer layers') key_padding_mask and
-// attn_mask, held by AnyMask: opts.key_padding_mask = ignore_mask(pad).
+// attn_mask, held by AnyMask: opts.key_padding_mask = ignore_mask(pad); and valid lengths are
+// valid_lens(lens) everywhere: masked_softmax, scaled_dot_product_attention, MultiheadAttention's
+// opts.valid_lens (held by AnyValidLens), AdditiveAttention's forward.
 #pragma once
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -92,6 +95,27 @@ private:
     std::shared_ptr<const Entries> entries_;  // null: no mask
 };
 
+// Valid lengths of any rank, for options that take them (MultiheadAttention's valid_lens): assign
+// valid_lens(lens). Empty: none. An integer array assigned directly (the spelling before
+// valid_lens(...)) is still taken.
+class AnyValidLens {
+public:
+    AnyValidLens() = default;
+    AnyValidLens(std::nullopt_t) {}
+    template <std::size_t V>
+    AnyValidLens(const ValidLens<V>& v) : lens_(v.lens) {}
+    template <class E>
+        requires xt::is_xexpression<std::decay_t<E>>::value
+    AnyValidLens(E&& lens) : lens_(xt::xarray<std::int64_t>(std::forward<E>(lens))) {}
+
+    explicit operator bool() const { return lens_.has_value(); }
+    const xt::xarray<std::int64_t>& lens() const { return *lens_; }
+    const xt::xarray<std::int64_t>& operator*() const { return *lens_; }
+
+private:
+    std::optional<xt::xarray<std::int64_t>> lens_;
+};
+
 namespace detail {
 
 // A fixed-rank xtensor expression (xt::xtensor, or e.g. `tokens == pad_id`) whose elements satisfy Pred.
@@ -150,6 +174,14 @@ ValidLens<detail::expr_rank<E>> valid_lens(E&& lens) {
     using I = detail::expr_value_t<E>;
     static_assert(std::integral<I> && !std::same_as<I, bool>, "xgrad: valid_lens needs an integer tensor");
     return {xt::xtensor<std::int64_t, detail::expr_rank<E>>(std::forward<E>(lens))};
+}
+// Of a rank known at run time (xt::xarray): for options that check it then (MultiheadAttention's).
+template <class E>
+    requires(xt::is_xexpression<std::decay_t<E>>::value && !detail::FixedRankExpression<E>)
+AnyValidLens valid_lens(E&& lens) {
+    using I = detail::expr_value_t<E>;
+    static_assert(std::integral<I> && !std::same_as<I, bool>, "xgrad: valid_lens needs an integer tensor");
+    return AnyValidLens(std::forward<E>(lens));
 }
 
 }  // namespace xgrad

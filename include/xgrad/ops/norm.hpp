@@ -42,7 +42,7 @@ std::array<double, S> row_sums(std::size_t C, const F& f) {
 // the cancellation in var = (Σ(x−K)² − (Σ(x−K))²/C) / C costs at most C ulps relative, in double).
 // Backward takes its two row sums in one pass.
 template <Real T, std::size_t N>
-class LayerNormNode final : public TensorNode<T, N> {
+class LayerNormNode final : public OpNode<LayerNormNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 1> weight, bias;  // empty when not affine
@@ -50,8 +50,6 @@ public:
 
     const char* op_name() const override { return "layer_norm"; }
     auto inputs() { return std::tie(x, weight, bias); }
-    void release_inputs() override { x = {}, weight = {}, bias = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x, weight, bias); }
 
     // x̂ exactly as forward computes it: in double, from the double mean and rstd.
     static double normalized(T x, double mu, double rs) { return (double(x) - mu) * rs; }

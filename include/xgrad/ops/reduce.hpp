@@ -21,7 +21,7 @@ inline const char* reduction_name(Reduction r) {
 
 // x (outer, extent, inner) -> y (outer, inner); all-reduce is outer = inner = 1.
 template <Real T, std::size_t N, std::size_t M>
-class ReduceNode final : public TensorNode<T, M> {
+class ReduceNode final : public OpNode<ReduceNode<T, N, M>, T, M> {
 public:
     Var<T, N> x;
     Reduction kind = Reduction::sum;
@@ -31,8 +31,6 @@ public:
 
     const char* op_name() const override { return reduction_name(kind); }
     auto inputs() { return std::tie(x); }
-    void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward() {
         const T* src = x.value().data();

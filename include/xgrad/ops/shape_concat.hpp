@@ -15,7 +15,7 @@ namespace detail {
 
 // Inputs X_i (outer, A_i, inner) side by side along the middle axis: y (outer, Σ A_i, inner).
 template <Real T, std::size_t N>
-class ConcatNode final : public TensorNode<T, N> {
+class ConcatNode final : public OpNode<ConcatNode<T, N>, T, N> {
 public:
     std::vector<Var<T, N>> xs;         // held only when this node requires grad
     std::vector<std::size_t> extents;  // A_i, each input's extent along the axis
@@ -23,10 +23,6 @@ public:
 
     const char* op_name() const override { return "concat"; }
     auto inputs() { return std::tie(xs); }
-    void release_inputs() override { xs.clear(); }
-    void for_each_input(const Node::InputVisitor& f) const override {
-        for (const auto& x : xs) xgrad::visit_inputs(f, x);
-    }
 
     // Calls block(i, outer_index, offset_in_y, count) for each contiguous block x_i contributes.
     template <class Block>

@@ -98,7 +98,7 @@ void for_each_row(const StridedMap& m, Row&& row) {
 
 // y (shape M) = x (shape N) gathered through `map`; op_name is the user-facing op.
 template <Real T, std::size_t N, std::size_t M>
-class GatherNode final : public TensorNode<T, M> {
+class GatherNode final : public OpNode<GatherNode<T, N, M>, T, M> {
 public:
     Var<T, N> x;  // held only when this node requires grad
     StridedMap map;
@@ -106,8 +106,6 @@ public:
 
     const char* op_name() const override { return name; }
     auto inputs() { return std::tie(x); }
-    void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     void forward() {
         const T* src = x.value().data();

@@ -21,8 +21,8 @@
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/axis.hpp"
 #include "xgrad/ops/mask.hpp"
-#include "xgrad/ops/score_masks.hpp"
-#include "xgrad/ops/softmax_kernels.hpp"
+#include "xgrad/kernels/score_masks.hpp"
+#include "xgrad/kernels/softmax.hpp"
 
 namespace xgrad {
 namespace detail {
@@ -31,7 +31,7 @@ namespace detail {
 // forward() copies x into this->value and normalizes it there IN PLACE, applying the masks of
 // masked_softmax on the way. backward() needs only the output y, never the mask.
 template <Real T, std::size_t N>
-class SoftmaxNode final : public TensorNode<T, N> {
+class SoftmaxNode final : public OpNode<SoftmaxNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // held only when this node requires grad
     bool log = false;
@@ -42,24 +42,21 @@ public:
     const char* op_name() const override { return name; }
     bool allows_negative_infinity() const override { return log; }  // log 0 of a masked entry
     auto inputs() { return std::tie(x); }
-    void release_inputs() override { x = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, x); }
 
     // masks: masked_softmax's, over the last axis (inner 1)
-    void forward(const ScoreMasks<T>* masks = nullptr) {
+    void forward(const kernels::ScoreMasks<T>* masks = nullptr) {
+        using kernels::softmax_rows, kernels::softmax_columns;
         xt::noalias(this->value) = x.value();
         const auto [outer, extent, inner] = split;
-        const EmptyLine empty = zero_masked_rows ? EmptyLine::zeros : EmptyLine::nan;
+        const auto empty = zero_masked_rows ? kernels::EmptyLine::zeros : kernels::EmptyLine::nan;
         T* y = this->value.data();
         if (masks) {
-            softmax_rows(y, outer, extent, extent, empty, [&](std::size_t r) { return masks->ignore.row(r); },
-                         [&](std::size_t r) { return masks->additive.row(r); });
+            softmax_rows(y, outer, extent, extent, empty, kernels::RowMasks<T>{*masks, 0, {0, extent, true}});
             return;
         }
-        const auto no_mask = [](std::size_t) -> const T* { return nullptr; };
         if (inner == 1) {
-            if (log) softmax_rows<true>(y, outer, extent, extent, empty, no_mask, no_mask);
-            else softmax_rows(y, outer, extent, extent, empty, no_mask, no_mask);
+            if (log) softmax_rows<true>(y, outer, extent, extent, empty, kernels::NoMasks<T>{});
+            else softmax_rows(y, outer, extent, extent, empty, kernels::NoMasks<T>{});
             return;
         }
         for (std::size_t o = 0; o < outer; ++o) {  // (extent, inner) blocks: down the columns
@@ -73,6 +70,7 @@ public:
     void backward() override {
         if (!x.requires_grad()) return;
         const auto [outer, extent, inner] = split;
+        using kernels::softmax_backward_rows, kernels::softmax_backward_columns;
         const T *y = this->value.data(), *dy = this->grad_buffer().data();
         const auto [dx, beta] = x.node()->grad_target();
         if (inner == 1) {
@@ -103,19 +101,9 @@ Var<T, N> softmax_impl(const Var<T, N>& x, long axis, bool log) {
     }, x);
 }
 
-// The masks of a masked_softmax over scores of `shape`, merged for the kernels; thrown errors
-// name `op`. Per thread, reused: a steady step allocates nothing.
-template <Real T, class Shape, SoftmaxMask... Masks>
-const ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] const char* op, const Masks&... masks) {
-    thread_local ScoreMasks<T> merged;
-    merged.reset(shape);
-    (merge_mask(merged, masks, shape, op), ...);
-    return merged;
-}
-
 // masked_softmax over the last axis of x with masks already merged against x's shape.
 template <Real T, std::size_t N>
-Var<T, N> masked_softmax_merged(const Var<T, N>& x, const ScoreMasks<T>& masks) {
+Var<T, N> masked_softmax_merged(const Var<T, N>& x, const kernels::ScoreMasks<T>& masks) {
     return make_op<SoftmaxNode<T, N>>(x.shape(), [&](auto& node) {
         node.log = false;
         node.zero_masked_rows = true;
@@ -156,7 +144,7 @@ Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
                   "rank(scores) - 1 (d2l: (B,) or (B, Q))");
     detail::require_var(x, "masked_softmax", "x");
     // merged (and so checked) before anything is recorded
-    return detail::masked_softmax_merged(x, detail::merged_masks<T>(x.shape(), "masked_softmax", masks...));
+    return detail::masked_softmax_merged(x, kernels::merged_masks<T>(x.shape(), "masked_softmax", masks...));
 }
 
 // Expressions are materialized first: softmax(a * b, -1), masked_softmax(scores * scale, causal).

@@ -6,8 +6,8 @@
 //
 // The scores are kept TRANSPOSED, keys × queries, so that the queries are the SIMD lanes:
 //   - the softmax over keys runs down columns: max and sum are elementwise, never across lanes;
-//   - the partial vector is the queries' last one, and the live keys (ops/score_masks.hpp:
-//     KeyRange) are whole rows, however many;
+//   - the partial vector is the queries' last one, and the live keys (kernels::KeyRange) are
+//     whole rows, however many;
 //   - every product reads its broadcast operand in place and its vector operand by contiguous
 //     rows; only Q (forward) and dO (backward) are transposed, once per head.
 // Keys outside a head's live range are skipped as in weights_context.hpp: their weights are 0,
@@ -25,28 +25,26 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
+#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/gemm_tiled.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
-#include "xgrad/ops/gemm_kernel.hpp"
 
 namespace xgrad::nn::detail {
 
 // O (L, B, E) or (B, L, E) = the attention of query heads q over key heads k and value heads v.
 template <Real T>
-class FusedAttentionNode final : public TensorNode<T, 3> {
+class FusedAttentionNode final : public OpNode<FusedAttentionNode<T>, T, 3> {
 public:
     HeadOperand<T> q, k, v;
     HeadLayout out;
     T scale = 1;
-    ScoreMasks<T> masks;
-    std::vector<KeyRange> live;  // per (b, h): the keys some query keeps (masks.live_keys)
-    std::vector<T> probs_t;      // per (b, h): Pᵀ, rows [0, S') of (S, ld) used; kept for backward
+    kernels::ScoreMasks<T> masks;
+    std::vector<kernels::KeyRange> live;  // per (b, h): the keys some query keeps (masks.live_keys)
+    std::vector<T> probs_t;               // per (b, h): Pᵀ, rows [0, S') of (S, ld) used; kept for backward
 
     const char* op_name() const override { return "attention"; }
     auto inputs() { return std::tie(q, k, v); }
-    void release_inputs() override { q.source = {}, k.source = {}, v.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override {
-        xgrad::visit_inputs(f, q.source, k.source, v.source);
-    }
 
     std::size_t heads() const { return q.layout.batch * q.layout.heads; }
     // Row length of the transposed buffers: L rounded up to whole vectors.
@@ -54,9 +52,6 @@ public:
     // The forward's flops, 4·L·S·D per (batch, head), for parallel_for (the backward: twice)
     double flops() const {
         return 4.0 * double(heads()) * double(q.layout.len) * double(k.layout.len) * double(q.layout.head_dim);
-    }
-    const T* head_of(const HeadOperand<T>& x, std::size_t bh) const {
-        return x.source.value().data() + x.layout.at(bh / x.layout.heads, bh % x.layout.heads);
     }
     T* probs_t_of(std::size_t bh) { return probs_t.data() + bh * k.layout.len * ld(); }
 
@@ -83,97 +78,72 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // study.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
 
 private:
     struct Grads {
         T *q, *k, *v;  // the inputs' gradient buffers (null: not needed)
     };
-    using Plan = blas::kernel::Plan<T>;
+    using Plan = kernels::tiled::Plan<T>;
 
     // Pᵀ of head bh = softmax down the columns of scale · K' Qᵀ + masks; O_bh = P · V'
     void forward_head(std::size_t bh) {
         const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
         const std::size_t L = ql.len, D = ql.head_dim, ld = this->ld();
-        const KeyRange keys = live[bh];
+        const kernels::KeyRange keys = live[bh];
         const std::size_t n = keys.size();  // S'
-        T* o = this->value.data() + out.at(bh / ql.heads, bh % ql.heads);
+        T* o = this->value.data() + out.at(bh);
         if (n == 0 || L == 0) {  // every key ignored: O_bh = 0 (or no query)
             for (std::size_t i = 0; i < L; ++i) std::fill_n(o + i * out.seq_stride, D, T(0));
             return;
         }
         thread_local std::vector<T> qt;  // Qᵀ (D, ld)
         if (qt.size() < D * ld) qt.resize(D * ld);
-        blas::kernel::pack_transposed(head_of(q, bh), ql.seq_stride, D, L, qt.data(), ld);
+        kernels::tiled::pack_transposed(q.head(bh), ql.seq_stride, D, L, qt.data(), ld);
         T* pt = probs_t_of(bh);
-        const T *k0 = head_of(k, bh) + keys.begin * kl.seq_stride, *v0 = head_of(v, bh) + keys.begin * vl.seq_stride;
-        // Sᵀ (S', L) = scale · K' (S', D) · Qᵀ (D, L)
-        blas::kernel::product(Plan{n, L, D, k0, kl.seq_stride, 1, scale, T(0), pt, ld, nullptr}, qt.data(), ld);
-        apply_masks(bh, keys, pt);
-        xgrad::detail::softmax_columns(pt, n, ld, ld, xgrad::detail::EmptyLine::zeros);
+        // Sᵀ (S', L) = scale · K' (S', D) · Qᵀ (D, L) + masks, then Pᵀ = its softmax down the columns
+        kernels::scores_columns(k.head(bh) + keys.begin * kl.seq_stride, kl.seq_stride, qt.data(), n, L, D, scale, pt, ld);
+        kernels::apply_masks_columns(masks, bh * L, L, keys, pt, ld);
+        kernels::softmax_columns(pt, n, ld, ld, kernels::EmptyLine::zeros);
         // O_bh (L, D) = P (L, S') · V' (S', D), P(i, j) = Pᵀ[j·ld + i]
-        blas::kernel::product(Plan{L, D, n, pt, 1, ld, T(1), T(0), o, out.seq_stride, nullptr}, v0, vl.seq_stride);
-    }
-
-    // Sᵀ rows j of the live keys, lanes i: + additive(i, j), then -inf where ignore(i, j); the ignore
-    // mask only when it ignores a key inside the range. A mask row serving the head's every query
-    // (a key_padding_mask) is a scalar per key row; other masks are read element by element.
-    void apply_masks(std::size_t bh, KeyRange keys, T* pt) const {
-        const std::size_t L = q.layout.len, ld = this->ld();
-        constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-        const auto apply = [&](const MaskRows<T>& m, auto combine) {
-            if (!m.used) return;
-            if (m.group % L == 0) {
-                const T* row = m.row(bh * L);
-                for (std::size_t j = keys.begin; j < keys.end; ++j) {
-                    T* st = pt + (j - keys.begin) * ld;
-                    for (std::size_t i = 0; i < L; ++i) st[i] = combine(st[i], row[j]);
-                }
-            } else {
-                for (std::size_t i = 0; i < L; ++i) {
-                    const T* row = m.row(bh * L + i);
-                    for (std::size_t j = keys.begin; j < keys.end; ++j) {
-                        T& s = pt[(j - keys.begin) * ld + i];
-                        s = combine(s, row[j]);
-                    }
-                }
-            }
-        };
-        apply(masks.additive, [](T s, T a) { return s + a; });
-        if (keys.holes) apply(masks.ignore, [](T s, T ignored) { return ignored != T(0) ? neg_inf : s; });
+        kernels::tiled::product(Plan{.rows = L, .cols = D, .k = n, .r = pt, .r_row = 1, .r_step = ld, .c = o,
+                                     .ldc = out.seq_stride},
+                                v.head(bh) + keys.begin * vl.seq_stride, vl.seq_stride);
     }
 
     // dV' += Pᵀ dO, dSᵀ = the softmax's backward of dPᵀ = V' dOᵀ, dQ += dS K', dK' += dSᵀ Q
     void backward_head(std::size_t bh, const Grads& g) {
         const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
         const std::size_t L = ql.len, D = ql.head_dim, ld = this->ld();
-        const KeyRange keys = live[bh];
+        const kernels::KeyRange keys = live[bh];
         const std::size_t n = keys.size();
         if (n == 0 || L == 0) return;  // O_bh = 0 whatever Q, K and V (or has no row)
-        const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-        const T* dO = this->grad_buffer().data() + out.at(b, h);
+        const T* dO = this->grad_buffer().data() + out.at(bh);
         const T* pt = probs_t_of(bh);
-        const std::size_t k_first = kl.at(b, h) + keys.begin * kl.seq_stride, v_first = vl.at(b, h) + keys.begin * vl.seq_stride;
+        const std::size_t k_first = kl.at(bh) + keys.begin * kl.seq_stride, v_first = vl.at(bh) + keys.begin * vl.seq_stride;
         if (g.v)  // dV' (S', D) += Pᵀ (S', L) · dO_bh (L, D)
-            blas::kernel::product(Plan{n, D, L, pt, ld, 1, T(1), T(1), g.v + v_first, vl.seq_stride, nullptr}, dO,
-                                  out.seq_stride);
+            kernels::tiled::product(Plan{.rows = n, .cols = D, .k = L, .r = pt, .r_row = ld, .beta = T(1), .c = g.v + v_first,
+                                         .ldc = vl.seq_stride},
+                                    dO, out.seq_stride);
         if (!g.q && !g.k) return;
         thread_local std::vector<T> dot, dst;  // dOᵀ (D, ld); dPᵀ then dSᵀ (S', ld)
         if (dot.size() < D * ld) dot.resize(D * ld);
         if (dst.size() < n * ld) dst.resize(n * ld);
-        blas::kernel::pack_transposed(dO, out.seq_stride, D, L, dot.data(), ld);
+        kernels::tiled::pack_transposed(dO, out.seq_stride, D, L, dot.data(), ld);
         // dPᵀ (S', L) = V' (S', D) · dOᵀ (D, L)
-        blas::kernel::product(Plan{n, L, D, v.source.value().data() + v_first, vl.seq_stride, 1, T(1), T(0), dst.data(),
-                                   ld, nullptr},
-                              dot.data(), ld);
+        kernels::tiled::product(Plan{.rows = n, .cols = L, .k = D, .r = v.source.value().data() + v_first,
+                                     .r_row = vl.seq_stride, .c = dst.data(), .ldc = ld},
+                                dot.data(), ld);
         // dSᵀ (S', L) = scale · Pᵀ ⊙ (dPᵀ − Σ_j dPᵀ ⊙ Pᵀ): the softmax's and the scale's backward
-        xgrad::detail::softmax_backward_columns(pt, dst.data(), dst.data(), n, ld, ld, scale);
+        kernels::softmax_backward_columns(pt, dst.data(), dst.data(), n, ld, ld, scale);
         if (g.q)  // dQ_bh (L, D) += dS (L, S') · K' (S', D), dS(i, j) = dSᵀ[j·ld + i]
-            blas::kernel::product(Plan{L, D, n, dst.data(), 1, ld, T(1), T(1), g.q + ql.at(b, h), ql.seq_stride, nullptr},
-                                  k.source.value().data() + k_first, kl.seq_stride);
+            kernels::tiled::product(Plan{.rows = L, .cols = D, .k = n, .r = dst.data(), .r_row = 1, .r_step = ld,
+                                         .beta = T(1), .c = g.q + ql.at(bh), .ldc = ql.seq_stride},
+                                    k.source.value().data() + k_first, kl.seq_stride);
         if (g.k)  // dK' (S', D) += dSᵀ (S', L) · Q_bh (L, D)
-            blas::kernel::product(Plan{n, D, L, dst.data(), ld, 1, T(1), T(1), g.k + k_first, kl.seq_stride, nullptr},
-                                  head_of(q, bh), ql.seq_stride);
+            kernels::tiled::product(Plan{.rows = n, .cols = D, .k = L, .r = dst.data(), .r_row = ld, .beta = T(1),
+                                         .c = g.k + k_first, .ldc = kl.seq_stride},
+                                    q.head(bh), ql.seq_stride);
     }
 };
 

@@ -30,6 +30,8 @@ struct HeadLayout {
     }
     // The first element of head h of sequence b; rows follow at seq_stride.
     std::size_t at(std::size_t b, std::size_t h) const { return b * batch_stride + offset + h * head_dim; }
+    // The same for head bh = b·heads + h, the order of the scores (B·H, L, S).
+    std::size_t at(std::size_t bh) const { return at(bh / heads, bh % heads); }
 };
 
 // One operand of the attention: a projection and where its heads are.
@@ -37,11 +39,21 @@ template <Real T>
 struct HeadOperand {
     Var<T, 3> source;
     HeadLayout layout;
+    // The first element of head bh's (len, head_dim) block; rows follow at layout.seq_stride.
+    const T* head(std::size_t bh) const { return source.value().data() + layout.at(bh); }
 };
-// For make_op: a head operand needs a gradient when its source does.
+// As an op's input (make_op, OpNode), a head operand is its source.
 template <Real T>
 bool input_requires_grad(const HeadOperand<T>& x) {
     return xgrad::input_requires_grad(x.source);
+}
+template <Real T>
+void release_input(HeadOperand<T>& x) {
+    x.source = {};
+}
+template <Real T>
+void visit_input(const Node::InputVisitor& f, const HeadOperand<T>& x) {
+    xgrad::visit_input(f, x.source);
 }
 
 // q and k (or k and v) must split into heads of the same batch, count and size.

@@ -1,5 +1,5 @@
 // MultiheadAttention's masks (torch.nn.MultiheadAttention's shapes) checked against its inputs
-// and merged over its scores (N, H, L, S') by the one mask merge of ops/score_masks.hpp:
+// and merged over its scores (N, H, L, S') by the one mask merge, kernels/score_masks.hpp:
 //   key_padding_mask (N, S) / (S)                      read as (N, 1, 1, S)
 //   attn_mask (L, S), or (N·H, L, S) / (H, L, S)       read as (1, 1, L, S) or (N, H, L, S)
 //   attn_mask per sequence (N, L, S) / (1, L, S)       read as (N, 1, L, S): the heads of sequence n
@@ -17,14 +17,10 @@
 #include <xtensor/xarray.hpp>
 
 #include "xgrad/core/var.hpp"
+#include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/ops/mask.hpp"
-#include "xgrad/ops/score_masks.hpp"
 
 namespace xgrad::nn::detail {
-
-using xgrad::detail::KeyRange;
-using xgrad::detail::MaskRows;
-using xgrad::detail::ScoreMasks;
 
 // The sizes a mask is checked against, and how to describe them in an error.
 struct MaskGeometry {
@@ -56,22 +52,30 @@ bool shape_is(const S& s, std::initializer_list<std::size_t> want) {
                       g.inputs());
 }
 
-// Checks a key_padding_mask ('k'), attn_mask ('a') or per-sequence attn_mask ('s') against the
-// inputs; the view it is read through over the scores' leading axes (N, H, L).
+// How a MultiheadAttention mask covers the scores (N, H, L, S).
+enum class MaskLayout {
+    key_padding,   // key_padding_mask (N, S) / (S): a row of keys per sequence
+    attention,     // attn_mask (L, S) for every head, or (N·H, L, S) / (H, L, S) one per head
+    per_sequence,  // attn_mask (N, L, S) / (1, L, S): one per sequence, shared by its heads
+};
+
+// Checks a mask of the given layout against the inputs; the view it is read through over the
+// scores' leading axes (N, H, L).
 template <Real T>
-std::array<std::size_t, 3> mask_view(const AnyMask<T>& m, char layout, const char* operand, const MaskGeometry& g) {
+std::array<std::size_t, 3> mask_view(const AnyMask<T>& m, MaskLayout layout, const char* operand,
+                                     const MaskGeometry& g) {
     const std::size_t N = g.batch, H = g.heads, L = g.tgt_len, S = g.src_len;
     const auto& s = m.shape();
     auto fail = [&](const std::string& want) {
         mask_shape_error(std::string(operand) + " (" + m.name() + ")", dyn_shape_str(s), want, g);
     };
     using dims = std::vector<std::size_t>;
-    if (layout == 'k') {
+    if (layout == MaskLayout::key_padding) {
         if (g.batched ? !shape_is(s, {N, S}) : !shape_is(s, {S}))
             fail(g.batched ? shape_str(dims{N, S}) + " (N, S)" : shape_str(dims{S}) + " (S)");
         return {N, 1, 1};
     }
-    if (layout == 's') {
+    if (layout == MaskLayout::per_sequence) {
         if (!shape_is(s, {N, L, S})) fail(shape_str(dims{N, L, S}) + " (N, L, S): one mask per sequence");
         return {N, 1, L};
     }
@@ -108,20 +112,22 @@ struct MhaMasks {
     std::array<std::size_t, 3> kpm_view{}, attn_view{};
 
     void check() {
-        if (key_padding_mask) kpm_view = mask_view(key_padding_mask, 'k', "key_padding_mask", geometry);
-        if (attn_mask) attn_view = mask_view(attn_mask, attn_mask_per_sequence ? 's' : 'a', "attn_mask", geometry);
+        if (key_padding_mask) kpm_view = mask_view(key_padding_mask, MaskLayout::key_padding, "key_padding_mask", geometry);
+        if (attn_mask)
+            attn_view = mask_view(attn_mask, attn_mask_per_sequence ? MaskLayout::per_sequence : MaskLayout::attention,
+                                  "attn_mask", geometry);
         if (valid_lens) check_valid_lens(*valid_lens, geometry);
     }
-    void merge(ScoreMasks<T>& out) const {
+    void merge(kernels::ScoreMasks<T>& out) const {
         const MaskGeometry& g = geometry;
         out.reset(g.scores());
-        if (key_padding_mask) xgrad::detail::merge_any(out, key_padding_mask, kpm_view, g.src_len);
-        if (attn_mask) xgrad::detail::merge_any(out, attn_mask, attn_view, g.src_len);
-        if (causal) xgrad::detail::merge_causal(out, g.src_len);
+        if (key_padding_mask) kernels::merge_any(out, key_padding_mask, kpm_view, g.src_len);
+        if (attn_mask) kernels::merge_any(out, attn_mask, attn_view, g.src_len);
+        if (causal) kernels::merge_causal(out, g.src_len);
         if (valid_lens) {  // (N) or (N, L): read as (N, 1, 1) or (N, 1, L)
             const bool per_query = valid_lens->dimension() == (g.batched ? 2u : 1u);
             const std::array<std::size_t, 3> view{g.batch, 1, per_query ? g.tgt_len : 1};
-            xgrad::detail::merge_valid_lens(out, valid_lens->data(), view, g.src_len);
+            kernels::merge_valid_lens(out, valid_lens->data(), view, g.src_len);
         }
     }
 };

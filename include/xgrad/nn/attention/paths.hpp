@@ -1,7 +1,9 @@
 // Attention in xgrad: one computation, three paths. Every path reads the same masks (the
-// vocabulary of ops/mask.hpp merged by ops/score_masks.hpp) and runs the same softmax kernels
-// (ops/softmax_kernels.hpp); the fast paths are tested against the reference, output and every
-// gradient, on every mask kind (tests/nn/attention_paths.cpp).
+// vocabulary of ops/mask.hpp merged by kernels/score_masks.hpp) and runs the same softmax kernels
+// (kernels/softmax.hpp); the fast paths compute their scores and apply their masks with the
+// routines of their layout (kernels/attention.hpp: rows for weights_and_context, columns for
+// fused), and are tested against the reference, output and every gradient, on every mask kind
+// (tests/nn/attention_paths.cpp).
 //
 // | path                  | file                | runs when                                  | why                                      |
 // |-----------------------|---------------------|--------------------------------------------|------------------------------------------|
@@ -12,16 +14,16 @@
 // | fused                 | fused.hpp           | MHA without need_weights and dropout       | the weights stay inside: one node per    |
 // |                       |                     | (training loops, the Transformer layers)   | (b, h), scores transposed for SIMD       |
 //
-// The fast paths skip the keys every query of a head ignores (score_masks.hpp: live_keys).
-// Inspection-only recomputation of their internals (scores, weights) is in study.hpp.
+// The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys).
+// Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
 #pragma once
 #include <string>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 #include "xgrad/nn/attention/reference.hpp"
-#include "xgrad/nn/attention/study.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
 
 namespace xgrad::nn {

@@ -12,11 +12,11 @@
 #include <cstddef>
 
 #include "xgrad/core/random.hpp"
+#include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/nn/attention/heads.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/linalg.hpp"
-#include "xgrad/ops/score_masks.hpp"
 #include "xgrad/ops/shape.hpp"
 #include "xgrad/ops/softmax.hpp"
 
@@ -34,7 +34,7 @@ namespace detail {
 // scores; dropout with probability p (> 0 needs gen).
 template <Real T, std::size_t N>
 SdpaResult<T, N> reference_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, T scale,
-                                     const ScoreMasks<T>& masks, double p, Generator* gen) {
+                                     const kernels::ScoreMasks<T>& masks, double p, Generator* gen) {
     const Var<T, N> scaled_q = q * scale;
     const Var<T, N> scores = matmul(scaled_q, transpose(k, -2, -1));
     const bool masked = masks.ignore.used || masks.additive.used;
@@ -65,7 +65,7 @@ std::array<Var<T, 3>, 2> reference_heads_attention(const HeadOperand<T>& q, cons
                                                    Generator* gen, bool batch_first) {
     check_head_operands(q.layout, k.layout, "query and key");
     check_head_operands(k.layout, v.layout, "key and value");
-    thread_local xgrad::detail::ScoreMasks<T> masks;
+    thread_local kernels::ScoreMasks<T> masks;
     fill_masks(masks);
     const auto r = xgrad::detail::reference_attention(heads_tensor(q, batch_first), heads_tensor(k, batch_first),
                                                       heads_tensor(v, batch_first), scale, masks, p, gen);

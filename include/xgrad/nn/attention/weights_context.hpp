@@ -5,8 +5,9 @@
 //   attention_weights: P (B·H, L, S) = masked_softmax(scale · Q_bh · K_bhᵀ)   one node
 //   attention_context: O_bh (L, D)   = P_bh · V_bh, written into (L, B, E)   one node
 //
-// Every (b, h) is one strided BLAS GEMM per product; mask and softmax are one pass over the
-// scores forward and one backward (dS = P ⊙ (dP − Σ_j dP ⊙ P)).
+// Every (b, h) is one strided GEMM per product (kernels::gemm); the scores are in the rows layout
+// (kernels/attention.hpp), and mask and softmax are one pass over them forward and one backward
+// (dS = P ⊙ (dP − Σ_j dP ⊙ P)).
 //
 // Keys that every query of a head ignores (padding: a key_padding_mask, valid_lens) are skipped:
 // their weights are exactly 0 and written as such, their scores are not computed, and their keys
@@ -22,47 +23,34 @@
 #include <string>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "xgrad/core/var.hpp"
+#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/gemm.hpp"
+#include "xgrad/kernels/score_masks.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/heads.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
-#include "xgrad/ops/softmax_kernels.hpp"
-#include "xgrad/ops/blas.hpp"
 
 namespace xgrad::nn::detail {
 
 // P (B·H, L, S): attention weights of every head; masks are constants (no gradient).
 template <Real T>
-class AttentionWeightsNode final : public TensorNode<T, 3> {
+class AttentionWeightsNode final : public OpNode<AttentionWeightsNode<T>, T, 3> {
 public:
     HeadOperand<T> q, k;
     T scale = 1;
-    ScoreMasks<T> masks;
-    std::vector<KeyRange> live;  // per (b, h): the keys some query keeps (masks.live_keys)
-    xt::xtensor<T, 3> dscores;   // backward's scratch, kept across steps
+    kernels::ScoreMasks<T> masks;
+    std::vector<kernels::KeyRange> live;  // per (b, h): the keys some query keeps (masks.live_keys)
+    xt::xtensor<T, 3> dscores;            // backward's scratch, kept across steps
 
     const char* op_name() const override { return "attention_weights"; }
     auto inputs() { return std::tie(q, k); }
-    void release_inputs() override { q.source = {}, k.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, q.source, k.source); }
 
-    // S_bh (L,S) = scale · Q_bh (L,D) · K_bhᵀ (D,S), the scores of head h of sequence b, into `out`,
-    // columns `keys` only
-    void scaled_scores(std::size_t b, std::size_t h, KeyRange keys, T* out) const {
-        const HeadLayout &ql = q.layout, &kl = k.layout;
-        blas::gemm(blas::Op::none, blas::Op::trans, ql.len, keys.size(), ql.head_dim, scale,
-                   q.source.value().data() + ql.at(b, h), ql.seq_stride,
-                   k.source.value().data() + kl.at(b, h) + keys.begin * kl.seq_stride, kl.seq_stride, T(0),
-                   out + keys.begin, kl.len);
-    }
-    const T* ignore_row(std::size_t r) const { return masks.ignore.row(r); }
-    const T* additive_row(std::size_t r) const { return masks.additive.row(r); }
     // out rows [first, last) of (B·H·L, S) = factor · P ⊙ (dP − Σ_j dP ⊙ P) from this node's value P
     // and gradient dP (factor: the scale, for the gradient of Q·Kᵀ), columns `keys` only
-    void softmax_backward(T* out, T factor, std::size_t first, std::size_t last, KeyRange keys) const {
-        xgrad::detail::softmax_backward_rows(this->value.data(), this->grad_storage()->data(), out, k.layout.len, first, last,
-                              keys.begin, keys.size(), factor);
+    void softmax_backward(T* out, T factor, std::size_t first, std::size_t last, kernels::KeyRange keys) const {
+        kernels::softmax_backward_rows(this->value.data(), this->grad_storage()->data(), out, k.layout.len, first, last,
+                                       keys.begin, keys.size(), factor);
     }
 
     // 2·L·S·D flops per (batch, head), for parallel_for
@@ -72,16 +60,16 @@ public:
         const std::size_t L = q.layout.len, S = k.layout.len, H = q.layout.heads;
         live.resize(q.layout.batch * H);
         for (std::size_t bh = 0; bh < live.size(); ++bh) live[bh] = masks.live_keys(bh * L, L);
+        const HeadLayout &ql = q.layout, &kl = k.layout;
         parallel_for(q.layout.batch * H, flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
                 T* P = this->value.data() + bh * L * S;
-                const KeyRange keys = live[bh];
-                const auto from_first_key = [&](const T* mask_row) { return mask_row ? mask_row + keys.begin : nullptr; };
-                scaled_scores(bh / H, bh % H, keys, P);
-                xgrad::detail::softmax_rows(  // the ignore mask only where it ignores a key inside the range
-                    P + keys.begin, L, keys.size(), S, xgrad::detail::EmptyLine::zeros,
-                    [&](std::size_t i) { return keys.holes ? from_first_key(ignore_row(bh * L + i)) : nullptr; },
-                    [&](std::size_t i) { return from_first_key(additive_row(bh * L + i)); });
+                const kernels::KeyRange keys = live[bh];
+                // P_bh (L, S') = softmax(scale · Q_bh (L, D) · K'_bhᵀ (D, S') + masks) over the live keys
+                kernels::scores_rows(q.head(bh), ql.seq_stride, k.head(bh) + keys.begin * kl.seq_stride, kl.seq_stride, L,
+                                     keys.size(), ql.head_dim, scale, P + keys.begin, S);
+                kernels::softmax_rows(P + keys.begin, L, keys.size(), S, kernels::EmptyLine::zeros,
+                                      kernels::RowMasks<T>{masks, bh * L, keys});
                 for (std::size_t i = 0; i < L; ++i) {  // the keys the head ignores
                     std::fill(P + i * S, P + i * S + keys.begin, T(0));
                     std::fill(P + i * S + keys.end, P + (i + 1) * S, T(0));
@@ -90,32 +78,31 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // study.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
 
     void backward() override {
+        using kernels::Op;
         const bool need_q = q.source.requires_grad(), need_k = k.source.requires_grad();
         if (!need_q && !need_k) return;
         const HeadLayout &ql = q.layout, &kl = k.layout;
-        const std::size_t L = ql.len, S = kl.len, H = ql.heads, D = ql.head_dim;
+        const std::size_t L = ql.len, S = kl.len, D = ql.head_dim;
         if (dscores.shape() != this->value.shape()) dscores.resize(this->value.shape());
-        const T *pq = q.source.value().data(), *pk = k.source.value().data();
         T* gq = need_q ? q.source.node()->grad_buffer().data() : nullptr;
         T* gk = need_k ? k.source.node()->grad_buffer().data() : nullptr;
         // Each (b, h) writes only its own rows of dS and its own head columns of dQ and dK.
-        parallel_for(ql.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
+        parallel_for(ql.batch * ql.heads, 2 * flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
-                const std::size_t b = bh / H, h = bh % H;
-                const KeyRange keys = live[bh];  // S' = its size: dS is 0 outside it
-                const std::size_t key0 = kl.at(b, h) + keys.begin * kl.seq_stride;
+                const kernels::KeyRange keys = live[bh];  // S' = its size: dS is 0 outside it
+                const std::size_t key0 = keys.begin * kl.seq_stride;
                 // dS_bh (L,S') = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
                 softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L, keys);
                 const T* ds = dscores.data() + bh * L * S + keys.begin;
                 if (gq)  // dQ_bh (L,D) += dS_bh (L,S') · K_bh (S',D)
-                    blas::gemm(blas::Op::none, blas::Op::none, L, D, keys.size(), T(1), ds, S, pk + key0, kl.seq_stride,
-                               T(1), gq + ql.at(b, h), ql.seq_stride);
+                    kernels::gemm(Op::none, Op::none, L, D, keys.size(), T(1), ds, S, k.head(bh) + key0, kl.seq_stride,
+                                  T(1), gq + ql.at(bh), ql.seq_stride);
                 if (gk)  // dK_bh (S',D) += dS_bhᵀ (S',L) · Q_bh (L,D)
-                    blas::gemm(blas::Op::trans, blas::Op::none, keys.size(), D, L, T(1), ds, S, pq + ql.at(b, h),
-                               ql.seq_stride, T(1), gk + key0, kl.seq_stride);
+                    kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), ds, S, q.head(bh), ql.seq_stride, T(1),
+                                  gk + kl.at(bh) + key0, kl.seq_stride);
             }
         });
     }
@@ -123,54 +110,52 @@ public:
 
 // O (L, B, E) or (B, L, E): head h of O_b is P_bh · V_bh, in the layout `out`.
 template <Real T>
-class AttentionContextNode final : public TensorNode<T, 3> {
+class AttentionContextNode final : public OpNode<AttentionContextNode<T>, T, 3> {
 public:
     Var<T, 3> weights;  // P (B·H, L, S)
     HeadOperand<T> v;
     HeadLayout out;
-    std::vector<KeyRange> live;  // per (b, h): the keys outside which P is 0 (AttentionWeightsNode)
+    std::vector<kernels::KeyRange> live;  // per (b, h): the keys outside which P is 0 (AttentionWeightsNode)
 
     const char* op_name() const override { return "attention_context"; }
     auto inputs() { return std::tie(weights, v); }
-    void release_inputs() override { weights = {}, v.source = {}; }
-    void for_each_input(const Node::InputVisitor& f) const override { xgrad::visit_inputs(f, weights, v.source); }
 
     double flops() const { return 2.0 * double(weights.size()) * double(v.layout.head_dim); }
 
     void forward() {
+        using kernels::Op;
         const HeadLayout& vl = v.layout;
-        const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
-        const T *P = weights.value().data(), *pv = v.source.value().data();
-        parallel_for(vl.batch * H, flops(), [&](std::size_t first, std::size_t last) {
-            for (std::size_t bh = first; bh < last; ++bh) {
-                const std::size_t b = bh / H, h = bh % H;  // O_bh (L,D) = P_bh (L,S') · V_bh (S',D)
-                const KeyRange keys = live[bh];
-                blas::gemm(blas::Op::none, blas::Op::none, L, D, keys.size(), T(1), P + bh * L * S + keys.begin, S,
-                           pv + vl.at(b, h) + keys.begin * vl.seq_stride, vl.seq_stride, T(0),
-                           this->value.data() + out.at(b, h), out.seq_stride);
+        const std::size_t L = out.len, S = vl.len, D = vl.head_dim;
+        const T* P = weights.value().data();
+        parallel_for(vl.batch * vl.heads, flops(), [&](std::size_t first, std::size_t last) {
+            for (std::size_t bh = first; bh < last; ++bh) {  // O_bh (L,D) = P_bh (L,S') · V_bh (S',D)
+                const kernels::KeyRange keys = live[bh];
+                kernels::gemm(Op::none, Op::none, L, D, keys.size(), T(1), P + bh * L * S + keys.begin, S,
+                              v.head(bh) + keys.begin * vl.seq_stride, vl.seq_stride, T(0), this->value.data() + out.at(bh),
+                              out.seq_stride);
             }
         });
     }
 
     void backward() override {
+        using kernels::Op;
         const bool need_p = weights.requires_grad(), need_v = v.source.requires_grad();
         const HeadLayout& vl = v.layout;
-        const std::size_t L = out.len, S = vl.len, H = vl.heads, D = vl.head_dim;
-        const T *P = weights.value().data(), *pv = v.source.value().data(), *dO = this->grad_buffer().data();
+        const std::size_t L = out.len, S = vl.len, D = vl.head_dim;
+        const T *P = weights.value().data(), *dO = this->grad_buffer().data();
         // every (b, h) writes its whole slice of dP: beta 0 overwrites on first touch in a pass
         const auto [dP, beta_p] = need_p ? weights.node()->grad_target() : typename TensorNode<T, 3>::GradTarget{};
         T* gv = need_v ? v.source.node()->grad_buffer().data() : nullptr;
-        parallel_for(vl.batch * H, 2 * flops(), [&](std::size_t first, std::size_t last) {
+        parallel_for(vl.batch * vl.heads, 2 * flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {
-                const std::size_t b = bh / H, h = bh % H, w = bh * L * S;
+                const std::size_t w = bh * L * S;
                 if (dP)  // dP_bh (L,S) = dO_bh (L,D) · V_bhᵀ (D,S) + beta · dP_bh
-                    blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride,
-                               pv + vl.at(b, h), vl.seq_stride, beta_p, dP + w, S);
-                const KeyRange keys = live[bh];
+                    kernels::gemm(Op::none, Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride, v.head(bh),
+                                  vl.seq_stride, beta_p, dP + w, S);
+                const kernels::KeyRange keys = live[bh];
                 if (gv)  // dV_bh (S',D) += P_bhᵀ (S',L) · dO_bh (L,D), 0 outside the keys
-                    blas::gemm(blas::Op::trans, blas::Op::none, keys.size(), D, L, T(1), P + w + keys.begin, S,
-                               dO + out.at(b, h), out.seq_stride, T(1), gv + vl.at(b, h) + keys.begin * vl.seq_stride,
-                               vl.seq_stride);
+                    kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), P + w + keys.begin, S, dO + out.at(bh),
+                                  out.seq_stride, T(1), gv + vl.at(bh) + keys.begin * vl.seq_stride, vl.seq_stride);
             }
         });
     }
@@ -192,7 +177,7 @@ Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T 
 
 // The keys each head of P does not wholly ignore; P is a result of attention_weights.
 template <Real T>
-const std::vector<KeyRange>& live_keys_of(const Var<T, 3>& weights) {
+const std::vector<kernels::KeyRange>& live_keys_of(const Var<T, 3>& weights) {
     return static_cast<const AttentionWeightsNode<T>&>(*weights.node()).live;
 }
 
@@ -200,7 +185,7 @@ const std::vector<KeyRange>& live_keys_of(const Var<T, 3>& weights) {
 // P is 0 outside the keys `live` of each head (live_keys_of the weights, which dropout keeps).
 template <Real T>
 Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, const HeadLayout& out,
-                            const std::array<std::size_t, 3>& out_shape, const std::vector<KeyRange>& live) {
+                            const std::array<std::size_t, 3>& out_shape, const std::vector<kernels::KeyRange>& live) {
     return make_op<AttentionContextNode<T>>(out_shape, [&](auto& node) {
         node.out = out;
         node.live.assign(live.begin(), live.end());

@@ -13,7 +13,7 @@
 
 #include "xgrad/xgrad.hpp"
 
-namespace test_core_inspect {
+namespace test_inspect_tape_graph {
 
 using namespace xgrad;
 using T2 = xt::xtensor<double, 2>;
@@ -224,4 +224,4 @@ TEST_CASE("the scores of a masked MultiheadAttention: -inf where ignored, a zero
     CHECK(calls == 1);
 }
 
-}  // namespace test_core_inspect
+}  // namespace test_inspect_tape_graph

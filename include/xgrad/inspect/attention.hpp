@@ -1,6 +1,8 @@
-// Inspection only (xgrad inspect, core/inspect.hpp): what the attention nodes hold inside without
-// keeping it, recomputed on request from their inputs, values and gradients: the scores, the
-// weights of the fused op, and their gradients. Nothing here runs in a forward or a backward.
+// The attention internals that tape listings show (tape_graph.hpp, `xgrad inspect`): what the
+// attention nodes hold inside without keeping it, recomputed on request from their inputs, values
+// and gradients: the scores, the weights of the fused op, and their gradients, as the two-op path
+// would have them. Nothing here runs in a forward or a backward. The nodes (nn/attention/) declare
+// for_each_internal; its definitions are here, and nn/attention/paths.hpp includes this file.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -8,36 +10,42 @@
 
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/gemm.hpp"
+#include "xgrad/kernels/score_masks.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
-#include "xgrad/ops/blas.hpp"
-#include "xgrad/ops/softmax_kernels.hpp"
 
-namespace xgrad::nn::detail {
+namespace xgrad::inspect {
 
-// For study: the scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
+// The scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
 template <Real T>
-xt::xtensor<T, 3> study_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, const ScoreMasks<T>& masks) {
+xt::xtensor<T, 3> attention_scores(const nn::detail::HeadOperand<T>& q, const nn::detail::HeadOperand<T>& k, T scale,
+                                   const kernels::ScoreMasks<T>& masks) {
+    using nn::detail::HeadLayout;
     const HeadLayout &ql = q.layout, &kl = k.layout;
-    const std::size_t L = ql.len, S = kl.len;
-    xt::xtensor<T, 3> scores({ql.batch * ql.heads, L, S});
-    for (std::size_t bh = 0; bh < ql.batch * ql.heads; ++bh) {
-        const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-        blas::gemm(blas::Op::none, blas::Op::trans, L, S, ql.head_dim, scale, q.source.value().data() + ql.at(b, h),
-                   ql.seq_stride, k.source.value().data() + kl.at(b, h), kl.seq_stride, T(0), scores.data() + bh * L * S, S);
+    const std::size_t L = ql.len, S = kl.len, heads = ql.batch * ql.heads;
+    xt::xtensor<T, 3> scores({heads, L, S});
+    for (std::size_t bh = 0; bh < heads; ++bh) {
+        T* s = scores.data() + bh * L * S;
+        kernels::scores_rows(q.head(bh), ql.seq_stride, k.head(bh), kl.seq_stride, L, S, ql.head_dim, scale, s, S);
+        kernels::RowMasks<T>{masks, bh * L, {0, S, true}}.apply(s, L, S);
     }
-    for (std::size_t r = 0; r < scores.size() / std::max<std::size_t>(S, 1); ++r)
-        xgrad::detail::apply_masks_row(scores.data() + r * S, S, masks.ignore.row(r), masks.additive.row(r));
     return scores;
 }
 
-// For study: the softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
+}  // namespace xgrad::inspect
+
+namespace xgrad::nn::detail {
+
+// The softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
 // ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
 template <Real T>
 void AttentionWeightsNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
     if (!q.source || !k.source) return;  // inputs released: the tape was cleared
     const std::size_t S = k.layout.len;
-    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+    const xt::xtensor<T, 3> scores = inspect::attention_scores(q, k, scale, masks);
     xt::xtensor<T, 3> grad;
     if (this->has_grad()) {
         grad.resize(this->value.shape());
@@ -48,7 +56,7 @@ void AttentionWeightsNode<T>::for_each_internal(const Node::InternalVisitor& f) 
       this->has_grad() ? this->view_of(grad) : no_grad);
 }
 
-// For study, as the two-op path shows them: "scores" (B·H, L, S) = scale · Q·Kᵀ + masks, -inf where
+// As the two-op path shows them: "scores" (B·H, L, S) = scale · Q·Kᵀ + masks, -inf where
 // ignored, and "weights" P (B·H, L, S), 0 outside the live keys; once a backward has reached the
 // node, their gradients dS = P ⊙ (dP − Σ_j dP ⊙ P) and dP = dO·Vᵀ (every column). Recomputed.
 template <Real T>
@@ -57,7 +65,7 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
     const HeadLayout &ql = q.layout, &kl = k.layout, &vl = v.layout;
     const std::size_t L = ql.len, S = kl.len, D = ql.head_dim, ld = this->ld();
     const std::array<std::size_t, 3> shape{heads(), L, S};
-    const xt::xtensor<T, 3> scores = study_scores(q, k, scale, masks);
+    const xt::xtensor<T, 3> scores = inspect::attention_scores(q, k, scale, masks);
     xt::xtensor<T, 3> weights(shape, T(0)), dscores, dweights;
     for (std::size_t bh = 0; bh < heads(); ++bh) {
         const T* pt = probs_t.data() + bh * S * ld;
@@ -67,12 +75,10 @@ void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) co
     if (this->has_grad()) {
         dscores.resize(shape), dweights.resize(shape);
         const T* dO = this->grad_storage()->data();
-        for (std::size_t bh = 0; bh < heads(); ++bh) {
-            const std::size_t b = bh / ql.heads, h = bh % ql.heads;
-            blas::gemm(blas::Op::none, blas::Op::trans, L, S, D, T(1), dO + out.at(b, h), out.seq_stride, head_of(v, bh),
-                       vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
-        }
-        xgrad::detail::softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
+        for (std::size_t bh = 0; bh < heads(); ++bh)  // dP_bh (L, S) = dO_bh (L, D) · V_bhᵀ (D, S)
+            kernels::gemm(kernels::Op::none, kernels::Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride,
+                          v.head(bh), vl.seq_stride, T(0), dweights.data() + bh * L * S, S);
+        kernels::softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads() * L, 0, S, T(1));
     }
     const ArrayView no_grad{this->view_of(scores).shape};
     f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),

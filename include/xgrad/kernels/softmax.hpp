@@ -1,0 +1,275 @@
+// The row-softmax kernels of the kernel layer, forward and backward: every softmax of xgrad runs
+// them (softmax and log_softmax, masked_softmax, the three attention paths of nn/attention/).
+// Two layouts of the same math, W = SIMD lanes:
+//   rows:    the softmax runs along a row; masks (ignore, additive) are applied in registers.
+//            Used along the last axis and by the attention weights (queries are rows).
+//   columns: the softmax runs down the columns of a block, one column per lane; max and sum are
+//            elementwise, never across lanes. Used along any other axis and by the fused
+//            attention, which keeps its scores transposed (queries are lanes).
+// What a line whose every score is -inf gives is the caller's choice: NaN as PyTorch's softmax,
+// or zeros (a fully masked row: xgrad's masked softmax). A NaN score makes its line NaN.
+//
+//   softmax:      y = exp(s − max) / Σ exp(s − max)       dS = factor · Y ⊙ (dY − Σ dY ⊙ Y)
+//   log_softmax:  y = s − max − log Σ exp(s − max)        dS = dY − exp(Y) · Σ dY
+// A backward writes out = beta · out + dS with beta 0 (overwrite, out is never read) or 1.
+//
+// Offers: softmax_rows, softmax_backward_rows, softmax_columns, softmax_backward_columns; the masks
+// of the rows layout, masked (a vector, in registers) and apply_masks_row (a row, in memory); and
+// their building blocks for_each_vector, dot, store_with_beta.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "xgrad/core/simd.hpp"
+#include "xgrad/core/var.hpp"
+
+namespace xgrad::kernels {
+
+// What a line whose every score is -inf gives.
+enum class EmptyLine { nan, zeros };
+
+// f(j, count, v) on the row's vectors at 0, W, 2W, ...: v holds its `count` elements, `fill` after.
+template <Real T, class F>
+[[gnu::always_inline]] inline void for_each_vector(const T* row, std::size_t n, T fill, F f) {
+    constexpr std::size_t W = simd::lanes<T>;
+    std::size_t j = 0;
+    for (; j + W <= n; j += W) f(j, W, simd::Vec<T>::load_unaligned(row + j));
+    if (j < n) f(j, n - j, simd::load_part(row + j, n - j, fill));
+}
+
+// Σ_j a_j · b_j, W lanes at a time.
+template <Real T>
+T dot(const T* a, const T* b, std::size_t n) {
+    simd::Vec<T> acc(T(0));
+    for_each_vector(a, n, T(0), [&](std::size_t j, std::size_t count, simd::Vec<T> va) {
+        acc = xsimd::fma(va, simd::load_part(b + j, count), acc);
+    });
+    return simd::reduce_add(acc);
+}
+
+// The masks of the rows layout, applied to the scores v at row[j, j + part) of one score row:
+// + additive, then -inf where ignored (ignore and additive: that row's masks, null for none).
+template <Real T>
+[[gnu::always_inline]] inline simd::Vec<T> masked(simd::Vec<T> v, const T* ignore, const T* additive, std::size_t j,
+                                                  std::size_t part) {
+    using batch = simd::Vec<T>;
+    const auto load = [&](const T* p) { return part == simd::lanes<T> ? batch::load_unaligned(p) : simd::load_part(p, part); };
+    if (additive) v += load(additive + j);
+    if (ignore) v = xsimd::select(load(ignore + j) != batch(T(0)), batch(-std::numeric_limits<T>::infinity()), v);
+    return v;
+}
+// The same on a row of n scores in place.
+template <Real T>
+void apply_masks_row(T* row, std::size_t n, const T* ignore, const T* additive) {
+    if (!ignore && !additive) return;
+    for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, simd::Vec<T> v) {
+        simd::store_part(row + j, masked(v, ignore, additive, j, part), part);
+    });
+}
+
+// out[0, count) = beta · out + v, beta 0 or 1 (0: out is not read).
+template <Real T>
+[[gnu::always_inline]] inline void store_with_beta(T* out, simd::Vec<T> v, std::size_t count, T beta) {
+    if (beta != T(0)) v += simd::load_part(out, count);
+    simd::store_part(out, v, count);
+}
+
+// ---- rows ----
+
+// The masks of softmax_rows' rows: masks.ignore(i) and masks.additive(i) are row i's (null: none).
+// RowMasks (score_masks.hpp) reads them from merged masks; NoMasks has none.
+template <Real T>
+struct NoMasks {
+    const T* ignore(std::size_t) const { return nullptr; }
+    const T* additive(std::size_t) const { return nullptr; }
+};
+
+// Softmax (or, Log, log_softmax) of `count` rows of n in place, rows ld apart, with the masks of
+// each row applied: ignored keys get weight 0. Phase by phase over groups of rows, so that the
+// dependency chains of short rows (max, then exp and sum, then scale) overlap; a row of one vector
+// stays in registers between the phases.
+template <bool Log = false, Real T, class Masks>
+void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, EmptyLine empty, const Masks& masks) {
+    using batch = simd::Vec<T>;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    constexpr std::size_t group = 8;
+    std::array<T, group> max, shift;  // shift: 1 / Σ (softmax) or max + log Σ (log_softmax)
+    const bool single = !Log && n <= simd::lanes<T>;
+    std::array<batch, group> single_e;
+    for (std::size_t first = 0; first < count; first += group) {
+        const std::size_t size = std::min(group, count - first);
+        for (std::size_t g = 0; g < size; ++g) {
+            const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
+            batch lanes_max(neg_inf);
+            for_each_vector(rows + (first + g) * ld, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+                lanes_max = xsimd::max(lanes_max, masked(v, ignore_row, additive_row, j, part));
+            });
+            max[g] = simd::reduce_max(lanes_max);
+        }
+        // e_j = exp(s_j - max), 0 in the padding lanes (a NaN score gives a NaN sum: the row is NaN)
+        for (std::size_t g = 0; g < size; ++g) {
+            T* row = rows + (first + g) * ld;
+            const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
+            if (max[g] == neg_inf) {  // every score -inf, unless a NaN hides there
+                apply_masks_row(row, n, ignore_row, additive_row);
+                const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
+                std::fill(row, row + n, has_nan || empty == EmptyLine::nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
+                continue;
+            }
+            batch lanes_sum(T(0));
+            const batch vmax(max[g]);
+            for_each_vector(row, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+                const batch e = xsimd::exp(masked(v, ignore_row, additive_row, j, part) - vmax);
+                if constexpr (!Log) {
+                    if (single) single_e[g] = e;
+                    else simd::store_part(row + j, e, part);
+                }
+                lanes_sum += e;
+            });
+            const T sum = simd::reduce_add(lanes_sum);
+            shift[g] = Log ? max[g] + std::log(sum) : T(1) / sum;
+        }
+        for (std::size_t g = 0; g < size; ++g) {
+            if (max[g] == neg_inf) continue;  // done above
+            T* row = rows + (first + g) * ld;
+            const batch s(shift[g]);
+            if constexpr (Log) {
+                const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
+                for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) {
+                    simd::store_part(row + j, masked(v, ignore_row, additive_row, j, part) - s, part);
+                });
+            } else if (single) {
+                simd::store_part(row, single_e[g] * s, n);
+            } else {
+                for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) { simd::store_part(row + j, v * s, part); });
+            }
+        }
+    }
+}
+
+// The backward of softmax_rows on rows [first, last) of ld-wide rows, columns [begin, begin + n)
+// only (Y is 0 outside them): out = beta · out + dS, dS as at the top (factor: softmax only).
+template <bool Log = false, Real T>
+void softmax_backward_rows(const T* Y, const T* dY, T* out, std::size_t ld, std::size_t first, std::size_t last,
+                           std::size_t begin, std::size_t n, T factor, T beta = T(0)) {
+    using batch = simd::Vec<T>;
+    for (std::size_t r = first; r < last; ++r) {
+        const std::size_t row = r * ld + begin;
+        const T *y = Y + row, *dy = dY + row;
+        if constexpr (Log) {  // dS = dY − exp(Y) · Σ dY
+            batch acc(T(0));
+            for_each_vector(dy, n, T(0), [&](std::size_t, std::size_t, batch v) { acc += v; });
+            const batch sum(simd::reduce_add(acc));
+            for_each_vector(y, n, T(0), [&](std::size_t j, std::size_t count, batch vy) {
+                store_with_beta(out + row + j, simd::load_part(dy + j, count) - xsimd::exp(vy) * sum, count, beta);
+            });
+        } else {  // dS = factor · Y ⊙ (dY − Σ dY ⊙ Y)
+            const batch dy_dot_y(dot(dy, y, n)), vfactor(factor);
+            for_each_vector(y, n, T(0), [&](std::size_t j, std::size_t count, batch vy) {
+                store_with_beta(out + row + j, vy * (simd::load_part(dy + j, count) - dy_dot_y) * vfactor, count, beta);
+            });
+        }
+    }
+}
+
+// ---- columns ----
+
+// f(chunk, v0, part) for the vectors [v0, v0 + chunk) of `width` lanes, chunk an integral_constant:
+// 4 at a time, then 2, then 1, so that a pass down the columns carries `chunk` independent chains;
+// part: the lanes used in the chunk's last vector (W but for a partial last one).
+template <std::size_t W, std::size_t Chunk = 4, class F>
+[[gnu::always_inline]] inline void for_each_column_chunk(std::size_t width, F f) {
+    const std::size_t vectors = (width + W - 1) / W, tail = width - (vectors - 1) * W;
+    std::size_t v0 = 0;
+    for (; v0 + Chunk <= vectors; v0 += Chunk) f(std::integral_constant<std::size_t, Chunk>{}, v0, v0 + Chunk == vectors ? tail : W);
+    if constexpr (Chunk > 1) {
+        if (v0 < vectors)
+            for_each_column_chunk<W, Chunk / 2>(width - v0 * W, [&](auto c, std::size_t v, std::size_t part) { f(c, v0 + v, part); });
+    }
+}
+
+// The vector c of a chunk at `at` (its last one holds `part` lanes).
+template <std::size_t C, Real T>
+[[gnu::always_inline]] inline simd::Vec<T> load_lanes(const T* at, std::size_t c, std::size_t part, T fill = T(0)) {
+    return c + 1 < C || part == simd::lanes<T> ? simd::Vec<T>::load_unaligned(at) : simd::load_part(at, part, fill);
+}
+template <std::size_t C, Real T>
+[[gnu::always_inline]] inline void store_lanes(T* at, simd::Vec<T> v, std::size_t c, std::size_t part) {
+    if (c + 1 < C || part == simd::lanes<T>) v.store_unaligned(at);
+    else simd::store_part(at, v, part);
+}
+
+// Softmax (or, Log, log_softmax) down each of the first `width` columns of the (n, ld) block st
+// in place (n ≥ 1 rows, one per key).
+template <bool Log = false, Real T>
+void softmax_columns(T* st, std::size_t n, std::size_t ld, std::size_t width, EmptyLine empty) {
+    using batch = simd::Vec<T>;
+    constexpr std::size_t W = simd::lanes<T>;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    for_each_column_chunk<W>(width, [&](auto chunk, std::size_t v0, std::size_t part) {
+        constexpr std::size_t C = decltype(chunk)::value;
+        T* col = st + v0 * W;
+        std::array<batch, C> max, sum;
+        for (std::size_t c = 0; c < C; ++c) max[c] = batch(neg_inf), sum[c] = batch(T(0));
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < C; ++c) max[c] = xsimd::max(max[c], load_lanes<C>(col + j * ld + c * W, c, part, neg_inf));
+        // zeros for an all -inf column: exp(-inf - 0) = 0 and sum 0, then 0 · 0 (a NaN there: NaN)
+        if (empty == EmptyLine::zeros)
+            for (std::size_t c = 0; c < C; ++c) max[c] = xsimd::select(max[c] == batch(neg_inf), batch(T(0)), max[c]);
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < C; ++c) {
+                T* at = col + j * ld + c * W;
+                const batch e = xsimd::exp(load_lanes<C>(at, c, part, neg_inf) - max[c]);
+                if constexpr (!Log) store_lanes<C>(at, e, c, part);
+                sum[c] += e;
+            }
+        for (std::size_t c = 0; c < C; ++c) {
+            if constexpr (Log) sum[c] = max[c] + lanewise_log(sum[c]);
+            else if (empty == EmptyLine::zeros) sum[c] = xsimd::select(sum[c] == batch(T(0)), batch(T(0)), batch(T(1)) / sum[c]);
+            else sum[c] = batch(T(1)) / sum[c];
+        }
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < C; ++c) {
+                T* at = col + j * ld + c * W;
+                const batch v = load_lanes<C>(at, c, part);
+                store_lanes<C>(at, Log ? v - sum[c] : v * sum[c], c, part);
+            }
+    });
+}
+
+// The backward of softmax_columns down the first `width` columns of (n, ld) blocks:
+// out = beta · out + dS, dS as at the top, the sums down each column; out may be dY itself.
+template <bool Log = false, Real T>
+void softmax_backward_columns(const T* Y, const T* dY, T* out, std::size_t n, std::size_t ld, std::size_t width,
+                              T factor, T beta = T(0)) {
+    using batch = simd::Vec<T>;
+    constexpr std::size_t W = simd::lanes<T>;
+    for_each_column_chunk<W>(width, [&](auto chunk, std::size_t v0, std::size_t part) {
+        constexpr std::size_t C = decltype(chunk)::value;
+        std::array<batch, C> sum;  // Σ dY ⊙ Y (softmax) or Σ dY (log_softmax)
+        for (std::size_t c = 0; c < C; ++c) sum[c] = batch(T(0));
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < C; ++c) {
+                const std::size_t at = j * ld + (v0 + c) * W;
+                const batch dy = load_lanes<C>(dY + at, c, part);
+                sum[c] = Log ? sum[c] + dy : xsimd::fma(dy, load_lanes<C>(Y + at, c, part), sum[c]);
+            }
+        const batch vfactor(factor);
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < C; ++c) {
+                const std::size_t at = j * ld + (v0 + c) * W;
+                const batch y = load_lanes<C>(Y + at, c, part), dy = load_lanes<C>(dY + at, c, part);
+                batch ds = Log ? dy - xsimd::exp(y) * sum[c] : y * (dy - sum[c]) * vfactor;
+                if (beta != T(0)) ds += load_lanes<C>(out + at, c, part);
+                store_lanes<C>(out + at, ds, c, part);
+            }
+    });
+}
+
+}  // namespace xgrad::kernels
