@@ -205,6 +205,17 @@ template <std::size_t C, Real T>
     else simd::store_part(at, v, part);
 }
 
+// log of each lane with std::log: once per column group, so no loss; and xsimd 8's own log does
+// not compile at -O0 with AVX-512BW under g++ 12 (its select on 64-bit integer lanes casts a batch
+// to __v64qi inside an intrinsic that is a macro when not optimizing).
+template <Real T>
+simd::Vec<T> lanewise_log(simd::Vec<T> v) {
+    alignas(64) T lanes[simd::lanes<T>];
+    v.store_aligned(lanes);
+    for (T& x : lanes) x = std::log(x);
+    return simd::Vec<T>::load_aligned(lanes);
+}
+
 // Softmax (or, Log, log_softmax) down each of the first `width` columns of the (n, ld) block st
 // in place (n ≥ 1 rows, one per key).
 template <bool Log = false, Real T>
