@@ -214,15 +214,16 @@ void merge_values(ScoreMasks<T>& out, MaskKind kind, const V* data, std::span<co
     });
 }
 
-// causal over the last two leading axes: key j > query i is ignored (top-left aligned).
+// causal over the last two leading axes: key j > query i + offset is ignored (top-left aligned when
+// offset is 0; a query block that follows `offset` earlier keys, as a key/value cache gives, otherwise).
 template <Real T>
-void merge_causal(ScoreMasks<T>& out, std::size_t S) {
+void merge_causal(ScoreMasks<T>& out, std::size_t S, std::size_t offset = 0) {
     const std::size_t axes = std::min(out.leading.size(), max_mask_axes);
     MaskView view;
     view.fill(1);
     if (axes > 0) view[axes - 1] = out.leading[axes - 1];
     merge_rows(out, out.ignore, std::span<const std::size_t>(view.data(), axes), S, [&](std::size_t i, T* row) {
-        for (std::size_t j = 0; j < S; ++j) row[j] = T(j > i);
+        for (std::size_t j = 0; j < S; ++j) row[j] = T(j > i + offset);
     });
 }
 

@@ -274,24 +274,8 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const T scale = T(1 / std::sqrt(double(D)));
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
-    const detail::HeadLayout out_heads = detail::HeadLayout::of(out_shape, batch_first, H, D, 0);
-    Var<T, 3> weights, context;
-    switch (detail::choose_path(opts.path, opts.need_weights, p > 0)) {
-    case AttentionPath::fused:
-        context = detail::fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
-        break;
-    case AttentionPath::reference: {
-        const auto [ctx, w] = detail::reference_heads_attention(q, k, v, scale, fill_masks, p, dropout_generator.get(), batch_first);
-        context = ctx, weights = w;
-        break;
-    }
-    default: {
-        const Var<T, 3> probabilities = named(detail::attention_weights(q, k, scale, fill_masks), "weights");
-        weights = p > 0 ? named(dropout(probabilities, p, true, *dropout_generator), "weights.dropout") : probabilities;
-        context = detail::attention_context(weights, v, out_heads, out_shape, detail::live_keys_of(probabilities));
-    }
-    }
-    named(context, "context");
+    const auto [context, weights] = detail::attend(q, k, v, scale, fill_masks,
+        {opts.path, opts.need_weights, p, dropout_generator.get(), batch_first}, out_shape);
     const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already
 
     MhaOutput<T, N> result;

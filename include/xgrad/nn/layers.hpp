@@ -54,19 +54,22 @@ struct Embedding {
     std::size_t embedding_dim() const { return weight.shape(1); }
 };
 
-// nn.LayerNorm over the last axis (normalized_shape = (C,)): weight ones, bias zeros.
+// nn.LayerNorm over the last axis (normalized_shape = (C,)): weight ones, bias zeros (no bias
+// with bias = false, as torch 2.1's LayerNorm(bias=False) and nanoGPT's LayerNorm).
 template <Real T>
 struct LayerNorm {
     BOOST_HANA_DEFINE_STRUCT(LayerNorm, (Var<T, 1>, weight), (Var<T, 1>, bias));
     double eps = 1e-5;
 
     LayerNorm() = default;
-    explicit LayerNorm(std::size_t normalized_dim, double eps_ = 1e-5, bool elementwise_affine = true) : eps(eps_) {
+    explicit LayerNorm(std::size_t normalized_dim, double eps_ = 1e-5, bool elementwise_affine = true,
+                       bool with_bias = true)
+        : eps(eps_) {
         if (normalized_dim == 0) throw value_error("LayerNorm: normalized_dim must be positive");
         if (!(eps_ >= 0)) throw value_error("LayerNorm: eps must be >= 0, got " + std::to_string(eps_));
         if (elementwise_affine) {
             weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
-            bias = parameter(xt::xtensor<T, 1>(xt::zeros<T>({normalized_dim})));
+            if (with_bias) bias = parameter(xt::xtensor<T, 1>(xt::zeros<T>({normalized_dim})));
         }
     }
 

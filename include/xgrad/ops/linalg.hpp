@@ -119,13 +119,14 @@ void column_sums(const T* y, std::size_t rows, std::size_t n, T beta, T* sum) {
 }  // namespace detail
 
 // The activation linear(x, W, b, activation) applies to its output in the same node.
-enum class LinearActivation { none, relu, gelu };
+// gelu is the erf form (F.gelu), gelu_tanh the tanh form (F.gelu(approximate='tanh'), GPT-2's).
+enum class LinearActivation { none, relu, gelu, gelu_tanh };
 
 namespace detail {
 
 // y (rows, out) = act(x (rows, in) · Wᵀ + b), rows = all leading dimensions of x folded together;
-// act is none, relu or gelu (relu_op and gelu_op of ops/elementwise.hpp), applied in place to the
-// GEMM's output.
+// act is none, relu, gelu or gelu_tanh (relu_op, gelu_op, gelu_tanh_op of ops/elementwise.hpp),
+// applied in place to the GEMM's output.
 template <Real T, std::size_t N>
 class LinearNode final : public OpNode<LinearNode<T, N>, T, N> {
 public:
@@ -134,15 +135,23 @@ public:
     Var<T, 1> bias;  // empty when there is no bias
     std::size_t rows = 0, in = 0, out = 0;
     LinearActivation activation = LinearActivation::none;
-    std::vector<T> pre;  // gelu: the GEMM's output before the activation (relu's derivative reads y)
+    std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
     std::vector<T> pre_grad;  // with an activation, backward: dY ⊙ act'(pre), what the GEMMs read
 
     const char* op_name() const override {
         return activation == LinearActivation::relu ? "linear_relu"
-               : activation == LinearActivation::gelu ? "linear_gelu"
-                                                       : "linear";
+               : activation == LinearActivation::gelu      ? "linear_gelu"
+               : activation == LinearActivation::gelu_tanh ? "linear_gelu_tanh"
+                                                           : "linear";
     }
     auto inputs() { return std::tie(x, weight, bias); }
+
+    // f(op) with the elementwise op of this node's GELU form.
+    template <class F>
+    void with_gelu(F&& f) const {
+        if (activation == LinearActivation::gelu_tanh) f(gelu_tanh_op{});
+        else f(gelu_op{});
+    }
 
     void forward() {
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
@@ -154,10 +163,12 @@ public:
             parallel_for(n, 2.0 * double(n), [&](std::size_t begin, std::size_t end) {
                 for (std::size_t i = begin; i < end; ++i) y[i] = relu_op{}.f(y[i]);
             });
-        } else if (activation == LinearActivation::gelu) {  // pre = Y, Y = gelu(pre)
+        } else if (activation != LinearActivation::none) {  // pre = Y, Y = gelu(pre)
             pre.assign(y, y + n);
-            parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
-                for (std::size_t i = begin; i < end; ++i) y[i] = gelu_op{}.f(pre[i]);
+            with_gelu([&](auto op) {
+                parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
+                    for (std::size_t i = begin; i < end; ++i) y[i] = op.f(pre[i]);
+                });
             });
         }
     }
@@ -171,13 +182,16 @@ public:
             pre_grad.resize(n);
             const T* y = this->value.data();
             T* gp = pre_grad.data();
-            const bool relu = activation == LinearActivation::relu;
-            parallel_for(n, (relu ? 2.0 : 30.0) * double(n), [&](std::size_t begin, std::size_t end) {
-                if (relu)
+            if (activation == LinearActivation::relu)
+                parallel_for(n, 2.0 * double(n), [&](std::size_t begin, std::size_t end) {
                     for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * relu_op{}.d(y[i]);
-                else
-                    for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * gelu_op{}.d(pre[i]);
-            });
+                });
+            else
+                with_gelu([&](auto op) {
+                    parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
+                        for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * op.d(pre[i]);
+                    });
+                });
             gy = gp;
         }
         if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
@@ -247,7 +261,7 @@ auto linear(const Var<T, N>& x, const Var<TW, NW>& weight, const Var<TB, NB>& bi
     static_assert(ranks_fit, "xgrad: linear needs x of rank >= 1, weight (out, in) of rank 2 and bias (out) of rank 1");
     if constexpr (types_fit && ranks_fit) return detail::linear_vars(x, weight, &bias);
 }
-// linear(x, W, b, activation) = activation(x · Wᵀ + b) in one node (relu or gelu applied to the
+// linear(x, W, b, activation) = activation(x · Wᵀ + b) in one node (relu or a gelu applied to the
 // GEMM's output in place; a feed-forward block's first layer); LinearActivation::none: linear(x, W, b).
 // An empty bias means none.
 template <Real T, std::size_t N>

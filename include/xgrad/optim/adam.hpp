@@ -73,6 +73,11 @@ public:
     template <class M>
         requires Module<M>
     explicit AdamFamily(M& model, Options options = {}) : AdamFamily(named_parameters<T>(model), options) {}
+    // Groups with their own lr or weight_decay (optim/optimizer.hpp; weight_decay_groups).
+    explicit AdamFamily(std::vector<ParamGroup<T>> groups, Options options = {})
+        : Optimizer<T>(std::move(groups), name()), options_(options) {
+        validate();
+    }
 
     void step() override;
 
@@ -80,6 +85,7 @@ public:
     void set_lr(double lr) override {
         detail::check_lr(lr, name());
         options_.lr = lr;
+        this->clear_group_lrs();
     }
     Options& options() { return options_; }
     const Options& options() const { return options_; }
@@ -129,15 +135,17 @@ void AdamFamily<T, Options, Decoupled>::step() {
     validate();
     const Options& o = options_;
     const double b1 = o.betas.first, b2 = o.betas.second;
-    for (auto& p : this->params_) {
+    for (std::size_t i = 0; i < this->params_.size(); ++i) {
+        auto& p = this->params_[i];
         const T* g = p.grad ? p.grad() : nullptr;
         if (!g) continue;
         AdamState<T>& s = state_for(p);
         ++s.step;
+        const double lr = this->lr_of(i, o.lr), weight_decay = this->weight_decay_of(i, o.weight_decay);
         const double bc1 = 1 - std::pow(b1, double(s.step)), bc2 = 1 - std::pow(b2, double(s.step));
-        const T neg_step_size = T(-(o.lr / bc1)), inv_bc2_sqrt = T(1 / std::sqrt(bc2)), eps = T(o.eps);
+        const T neg_step_size = T(-(lr / bc1)), inv_bc2_sqrt = T(1 / std::sqrt(bc2)), eps = T(o.eps);
         const T beta1 = T(b1), beta2 = T(b2), one_minus_b1 = T(1 - b1), one_minus_b2 = T(1 - b2);
-        const T wd = T(o.weight_decay), decay = T(1 - o.lr * o.weight_decay);
+        const T wd = T(weight_decay), decay = T(1 - lr * weight_decay);
         const Scalars sc{neg_step_size, inv_bc2_sqrt, eps, beta1, beta2, one_minus_b1, one_minus_b2, wd, decay};
         T* vmax = o.amsgrad ? s.max_exp_avg_sq->data() : nullptr;
         // One loop per variant, without branches inside, so the compiler vectorizes it; large
@@ -148,7 +156,7 @@ void AdamFamily<T, Options, Decoupled>::step() {
                 update<Maximize, L2, Ams>(p.value + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, sc);
             });
         };
-        with_flags(run, o.maximize, !Decoupled && o.weight_decay != 0, vmax != nullptr);
+        with_flags(run, o.maximize, !Decoupled && weight_decay != 0, vmax != nullptr);
     }
 }
 
@@ -211,10 +219,14 @@ public:
 // Adam(model, {...}) and Adam(named_parameters<T>(model), {...}) deduce T.
 template <Real T>
 Adam(std::vector<ParameterRef<T>>, AdamOptions = {}) -> Adam<T>;
+template <Real T>
+Adam(std::vector<ParamGroup<T>>, AdamOptions = {}) -> Adam<T>;
 template <Module M>
 Adam(M&, AdamOptions = {}) -> Adam<detail::module_real_t<M>>;
 template <Real T>
 AdamW(std::vector<ParameterRef<T>>, AdamWOptions = {}) -> AdamW<T>;
+template <Real T>
+AdamW(std::vector<ParamGroup<T>>, AdamWOptions = {}) -> AdamW<T>;
 template <Module M>
 AdamW(M&, AdamWOptions = {}) -> AdamW<detail::module_real_t<M>>;
 

@@ -2,6 +2,12 @@
 // concrete optimizers update in place with plain loops over value and gradient pointers.
 // Parameters whose gradient is absent (grad() == nullptr) are skipped, as torch skips grad None.
 // Per-parameter state is keyed by the parameter's dotted name, so it can be checkpointed.
+// Parameter groups (torch's param_groups) give some parameters their own lr or weight_decay:
+//
+//   optim::AdamW opt(optim::weight_decay_groups(model, 0.1), {.lr = 6e-4, .betas = {0.9, 0.95}});
+//
+// decays the parameters of >= 2 dimensions (matmul weights, embeddings) and not biases and norms,
+// as nanoGPT's configure_optimizers; any list of ParamGroups works the same for every optimizer.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -21,16 +27,28 @@
 
 namespace xgrad::optim {
 
+// Some parameters and the options they take instead of the optimizer's (unset: the optimizer's).
+template <Real T>
+struct ParamGroup {
+    std::vector<ParameterRef<T>> params;
+    std::optional<double> lr;
+    std::optional<double> weight_decay;
+};
+
 template <Real T>
 class Optimizer {
 public:
     // Checks the names and the tensors are unique (named_parameters(model) gives a tied tensor once);
     // `name` is the optimizer's, for errors.
     explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name);
+    // The same over the parameters of every group; a group may be empty.
+    Optimizer(std::vector<ParamGroup<T>> groups, const char* name);
     virtual ~Optimizer() = default;
 
     // One update of every parameter that has a gradient.
     virtual void step() = 0;
+    // The optimizer's lr; set_lr sets it for every group, as a schedule does in torch
+    // (`for g in opt.param_groups: g["lr"] = lr`).
     virtual double lr() const = 0;
     virtual void set_lr(double lr) = 0;
 
@@ -39,13 +57,49 @@ public:
         for (auto& p : params_) p.zero_grad();
     }
     const std::vector<ParameterRef<T>>& parameters() const { return params_; }
+    // The group overrides of parameter i (an index into parameters()).
+    const ParamGroup<T>& group_of(std::size_t i) const { return groups_[group_index_[i]]; }
 
 protected:
     std::vector<ParameterRef<T>> params_;
+    std::vector<ParamGroup<T>> groups_;  // their params lists are moved into params_
+    std::vector<std::size_t> group_index_;  // per parameter
+
+    double lr_of(std::size_t i, double lr) const { return group_of(i).lr.value_or(lr); }
+    double weight_decay_of(std::size_t i, double weight_decay) const {
+        return group_of(i).weight_decay.value_or(weight_decay);
+    }
+    void clear_group_lrs() {
+        for (auto& g : groups_) g.lr.reset();
+    }
+
+private:
+    void check_unique(const char* name) const;
 };
 
 template <Real T>
+Optimizer<T>::Optimizer(std::vector<ParamGroup<T>> groups, const char* name) {
+    for (auto& g : groups) {
+        for (auto& p : g.params) params_.push_back(std::move(p)), group_index_.push_back(groups_.size());
+        g.params.clear();
+        for (auto [value, what] : {std::pair{g.lr, "lr"}, std::pair{g.weight_decay, "weight_decay"}})
+            if (value && !(*value >= 0))
+                throw value_error(std::string(name) + ": group " + std::to_string(groups_.size()) + "'s " + what +
+                                  " must be >= 0, got " + std::to_string(*value));
+        groups_.push_back(std::move(g));
+    }
+    check_unique(name);
+}
+
+template <Real T>
 Optimizer<T>::Optimizer(std::vector<ParameterRef<T>> params, const char* name) : params_(std::move(params)) {
+    groups_.resize(1);
+    group_index_.assign(params_.size(), 0);
+    check_unique(name);
+}
+
+template <Real T>
+void Optimizer<T>::check_unique(const char* name) const {
     if (params_.empty())  // as torch: a model whose walk finds nothing would train nothing, silently
         throw value_error(std::string(name) + ": no parameters to optimize (an empty list, or a model without any)");
     std::set<std::string> names;
@@ -131,5 +185,20 @@ inline void check_lr(double lr, const char* op) {
 }
 
 }  // namespace detail
+
+// nanoGPT's configure_optimizers: the parameters of >= 2 dimensions (matmul weights, embeddings)
+// decay by weight_decay, the others (biases, norms) not at all. Two groups, in that order.
+template <Real T>
+std::vector<ParamGroup<T>> weight_decay_groups(std::vector<ParameterRef<T>> params, double weight_decay) {
+    std::vector<ParamGroup<T>> groups(2);
+    groups[0].weight_decay = weight_decay, groups[1].weight_decay = 0.0;
+    for (auto& p : params) groups[p.shape.size() >= 2 ? 0 : 1].params.push_back(std::move(p));
+    return groups;
+}
+template <class M>
+    requires Module<M>
+auto weight_decay_groups(M& model, double weight_decay) {
+    return weight_decay_groups(named_parameters<detail::module_real_t<M>>(model), weight_decay);
+}
 
 }  // namespace xgrad::optim

@@ -41,6 +41,10 @@ public:
     template <class M>
         requires Module<M>
     SGD(M& model, SGDOptions options) : SGD(named_parameters<T>(model), options) {}
+    // Groups with their own lr or weight_decay (optim/optimizer.hpp).
+    SGD(std::vector<ParamGroup<T>> groups, SGDOptions options) : Optimizer<T>(std::move(groups), "SGD"), options_(options) {
+        validate();
+    }
 
     void step() override;
 
@@ -48,6 +52,7 @@ public:
     void set_lr(double lr) override {
         detail::check_lr(lr, "SGD");
         options_.lr = lr;
+        this->clear_group_lrs();
     }
     SGDOptions& options() { return options_; }
     const SGDOptions& options() const { return options_; }
@@ -68,10 +73,13 @@ template <Real T>
 void SGD<T>::step() {
     validate();
     const SGDOptions& o = options_;
-    const T neg_lr = T(-o.lr), wd = T(o.weight_decay), momentum = T(o.momentum), keep = T(1 - o.dampening);
-    for (auto& p : this->params_) {
+    const T momentum = T(o.momentum), keep = T(1 - o.dampening);
+    for (std::size_t k = 0; k < this->params_.size(); ++k) {
+        auto& p = this->params_[k];
         const T* g = p.grad ? p.grad() : nullptr;
         if (!g) continue;
+        const double weight_decay = this->weight_decay_of(k, o.weight_decay);
+        const T neg_lr = T(-this->lr_of(k, o.lr)), wd = T(weight_decay);
         T* w = p.value;
         T* buf = nullptr;
         bool first = false;
@@ -88,7 +96,7 @@ void SGD<T>::step() {
         // every array below is the parameter's (size,) flat view
         for (std::size_t i = 0; i < p.size; ++i) {
             T d = o.maximize ? -g[i] : g[i];
-            if (o.weight_decay != 0) d = d + wd * w[i];
+            if (weight_decay != 0) d = d + wd * w[i];
             if (buf) {
                 buf[i] = first ? d : buf[i] * momentum + keep * d;
                 d = o.nesterov ? d + momentum * buf[i] : buf[i];
@@ -124,6 +132,8 @@ void SGD<T>::validate() const {
 
 template <Real T>
 SGD(std::vector<ParameterRef<T>>, SGDOptions) -> SGD<T>;
+template <Real T>
+SGD(std::vector<ParamGroup<T>>, SGDOptions) -> SGD<T>;
 template <Module M>
 SGD(M&, SGDOptions) -> SGD<detail::module_real_t<M>>;
 

@@ -17,14 +17,18 @@
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys).
 // Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
 #pragma once
+#include <array>
+#include <cstddef>
 #include <string>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/random.hpp"
 #include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 #include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
+#include "xgrad/ops/dropout.hpp"
 
 namespace xgrad::nn {
 
@@ -41,6 +45,50 @@ inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dr
         throw value_error(std::string("MultiheadAttention: the fused path keeps the weights inside; it cannot run with ") +
                           (need_weights ? "need_weights" : "dropout"));
     return asked;
+}
+
+// What one attention call asks, besides its operands and masks.
+struct AttendOptions {
+    AttentionPath path = AttentionPath::automatic;
+    bool need_weights = false;  // the weights leave the op (MhaOutput's attn_weights, heads studies)
+    double dropout = 0;         // on the weights (training only: the caller passes 0 in eval)
+    Generator* generator = nullptr;  // dropout's masks; needed when dropout > 0
+    bool batch_first = true;    // the layout of the output (L, B, E) or (B, L, E)
+};
+
+template <Real T>
+struct AttendResult {
+    Var<T, 3> context;  // the output's layout, (L, B, E) or (B, L, E): head h in columns [h·D, (h+1)·D)
+    Var<T, 3> weights;  // (B·H, L, S) after dropout; empty on the fused path
+};
+
+// The attention of projected heads, on the path of the table above: weights (B·H, L, S) =
+// dropout(masked_softmax(scale · q·kᵀ, masks)); context (.., E) = weights · v per head, written in
+// `out_shape`. fill_masks(kernels::ScoreMasks<T>&) merges the caller's masks. Every caller
+// (MultiheadAttention, nn::GPT's causal self-attention) goes through it.
+template <Real T, class FillMasks>
+AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
+                       const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
+    const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
+    AttendResult<T> r;
+    switch (choose_path(o.path, o.need_weights, o.dropout > 0)) {
+    case AttentionPath::fused:
+        r.context = fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
+        break;
+    case AttentionPath::reference: {
+        const auto [ctx, w] = reference_heads_attention(q, k, v, scale, fill_masks, o.dropout, o.generator, o.batch_first);
+        r.context = ctx, r.weights = w;
+        break;
+    }
+    default: {
+        const Var<T, 3> probabilities = named(attention_weights(q, k, scale, fill_masks), "weights");
+        r.weights = o.dropout > 0 ? named(dropout(probabilities, o.dropout, true, *o.generator), "weights.dropout")
+                                  : probabilities;
+        r.context = attention_context(r.weights, v, out_heads, out_shape, live_keys_of(probabilities));
+    }
+    }
+    named(r.context, "context");
+    return r;
 }
 
 }  // namespace detail

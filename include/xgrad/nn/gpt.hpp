@@ -1,0 +1,277 @@
+// nn::GPT: GPT-2's architecture as nanoGPT's model.py writes it, under its state-dict names.
+//
+//   x      = drop(wte(idx) + wpe(0..T-1))                       (B, T, C)
+//   x     += resid_dropout(c_proj(attention(c_attn(ln_1(x)))))  per block: causal, n_head heads
+//   x     += dropout(c_proj(gelu(c_fc(ln_2(x)))))               per block: 4C hidden units
+//   logits = ln_f(x) · wteᵀ                                     (B, T, vocab_size): lm_head tied to wte
+//
+// transformer.wte.weight, transformer.wpe.weight, transformer.h.{i}.ln_1.weight,
+// transformer.h.{i}.attn.c_attn.weight (3C, C), transformer.h.{i}.attn.c_proj.weight,
+// transformer.h.{i}.mlp.c_fc.weight (4C, C), transformer.h.{i}.mlp.c_proj.weight, transformer.ln_f.weight,
+// lm_head.weight (the same tensor as transformer.wte.weight; a state dict holds both names), the
+// biases too unless bias = false. The causal attention is the library's (nn/attention/paths.hpp):
+// c_attn's output (B, T, 3C) is read in place as q | k | v, heads side by side, as nanoGPT's split.
+// Sampling with a key/value cache: nn/gpt_generate.hpp. Checkpoint formats: io/gpt_formats.hpp.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/random.hpp"
+#include "xgrad/inspect/names.hpp"
+#include "xgrad/nn/attention/paths.hpp"
+#include "xgrad/nn/init.hpp"
+#include "xgrad/nn/layers.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/nn/module.hpp"
+#include "xgrad/ops/loss.hpp"
+#include "xgrad/ops/shape.hpp"
+
+namespace xgrad::nn {
+
+// nanoGPT's nn.GELU() is the erf form; GPT-2 and llm.c use the tanh form.
+enum class GeluForm { erf, tanh };
+
+// nanoGPT's GPTConfig (its defaults: GPT-2 124M with the vocabulary padded to 50304).
+struct GPTConfig {
+    std::size_t n_layer = 12, n_head = 12, n_embd = 768;
+    std::size_t block_size = 1024;  // the longest sequence (positions)
+    std::size_t vocab_size = 50304;
+    double dropout = 0;  // embedding, attention-weight, residual and MLP dropout
+    bool bias = true;    // biases in the Linears and LayerNorms
+    GeluForm gelu = GeluForm::erf;
+
+    void validate() const;  // value_error naming the field
+};
+
+// What the attention of each block does besides its output.
+struct GPTForwardOptions {
+    bool need_weights = false;  // keep every layer's attention weights (GPTOutput::attn_weights)
+    AttentionPath path = AttentionPath::automatic;
+};
+
+template <Real T>
+struct GPTOutput {
+    Var<T, 3> logits;                  // (B, T, vocab_size)
+    std::vector<Var<T, 3>> attn_weights;  // per layer (B·n_head, T, T), with need_weights
+};
+
+// Where one block's attention reads its keys and values: the rows of its own c_attn output, or a
+// cache of earlier positions (nn/gpt_generate.hpp) that this call's rows are appended to first.
+template <Real T>
+struct KeyValueSource {
+    Var<T, 3> keys, values;  // (B, capacity, C) each
+    std::size_t before = 0;  // positions already there; this call's are [before, before + T)
+};
+
+// nanoGPT's CausalSelfAttention: one packed in-projection, the causal attention, the out-projection.
+template <Real T>
+struct GPTSelfAttention {
+    BOOST_HANA_DEFINE_STRUCT(GPTSelfAttention, (Linear<T>, c_attn), (Linear<T>, c_proj),
+                             (std::shared_ptr<Generator>, attn_dropout), (Dropout, resid_dropout));
+    std::size_t n_head = 1;
+    double dropout = 0;
+    bool training = true;
+
+    // residual + resid_dropout(c_proj(attention(c_attn(x)))) in (B, T, C); the weights (B·H, T, T)
+    // into *weights when asked.
+    Var<T, 3> add_to(const Var<T, 3>& residual, const Var<T, 3>& x, const GPTForwardOptions& o, Var<T, 3>* weights,
+                     const KeyValueSource<T>* cache = nullptr) const;
+};
+
+// nanoGPT's MLP: c_fc (4C) with the GELU in its node, c_proj, dropout.
+template <Real T>
+struct GPTMLP {
+    BOOST_HANA_DEFINE_STRUCT(GPTMLP, (Linear<T>, c_fc), (Linear<T>, c_proj), (Dropout, dropout));
+    GeluForm gelu = GeluForm::erf;
+
+    // residual + dropout(c_proj(gelu(c_fc(x))))
+    Var<T, 3> add_to(const Var<T, 3>& residual, const Var<T, 3>& x) const {
+        const auto act = gelu == GeluForm::tanh ? LinearActivation::gelu_tanh : LinearActivation::gelu;
+        return dropout.add(residual, c_proj(c_fc(x, act)));
+    }
+};
+
+template <Real T>
+struct GPTBlock {
+    BOOST_HANA_DEFINE_STRUCT(GPTBlock, (LayerNorm<T>, ln_1), (GPTSelfAttention<T>, attn), (LayerNorm<T>, ln_2),
+                             (GPTMLP<T>, mlp));
+
+    Var<T, 3> operator()(const Var<T, 3>& x, const GPTForwardOptions& o = {}, Var<T, 3>* weights = nullptr,
+                         const KeyValueSource<T>* cache = nullptr) const {
+        const Var<T, 3> h = attn.add_to(x, ln_1(x), o, weights, cache);
+        return mlp.add_to(h, ln_2(h));
+    }
+};
+
+// nanoGPT's self.transformer ModuleDict.
+template <Real T>
+struct GPTTransformer {
+    BOOST_HANA_DEFINE_STRUCT(GPTTransformer, (Embedding<T>, wte), (Embedding<T>, wpe), (Dropout, drop),
+                             (std::vector<GPTBlock<T>>, h), (LayerNorm<T>, ln_f));
+};
+
+template <Real T>
+struct GPT {
+    BOOST_HANA_DEFINE_STRUCT(GPT, (GPTTransformer<T>, transformer), (Linear<T>, lm_head));
+    GPTConfig config;
+
+    GPT() = default;
+    // nanoGPT's init: Linear and Embedding weights ~ N(0, 0.02), the residual projections'
+    // c_proj.weight ~ N(0, 0.02/√(2·n_layer)), biases 0, LayerNorms 1 and 0; lm_head tied to wte.
+    GPT(const GPTConfig& c, Generator& gen);
+
+    // logits (B, T, vocab_size) of idx (B, T), T <= block_size, every id in [0, vocab_size).
+    Var<T, 3> operator()(const xt::xtensor<std::int64_t, 2>& idx) const { return forward(idx).logits; }
+    GPTOutput<T> forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o = {}) const;
+    // The final hidden states (B, T, C) after ln_f, for positions [first, first + T) of idx's rows;
+    // `caches` (one per layer) give the earlier positions' keys and values (nn/gpt_generate.hpp).
+    Var<T, 3> hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o, std::vector<Var<T, 3>>* weights,
+                     std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
+
+    // nanoGPT's get_num_params(non_embedding = true): every parameter once, minus wpe.
+    std::size_t num_params(bool non_embedding = true) const;
+};
+
+// nanoGPT's loss: mean cross-entropy of logits (B, T, V) against targets (B, T); target -1 is ignored.
+template <Real T>
+Var<T, 0> gpt_loss(const Var<T, 3>& logits, const xt::xtensor<std::int64_t, 2>& targets) {
+    const std::size_t B = logits.shape(0), L = logits.shape(1), V = logits.shape(2);
+    if (targets.shape()[0] != B || targets.shape()[1] != L)
+        throw shape_error("gpt_loss: targets have shape " + shape_str(targets.shape()) + " but logits " +
+                          shape_str(logits.shape()) + " need (" + std::to_string(B) + ", " + std::to_string(L) + ")");
+    const auto flat = reshape<2>(logits, std::array<long, 2>{long(B * L), long(V)});
+    thread_local xt::xtensor<std::int64_t, 1> flat_targets;  // kept: a steady step allocates nothing
+    if (flat_targets.size() != B * L) flat_targets.resize({B * L});
+    std::copy(targets.data(), targets.data() + B * L, flat_targets.data());
+    CrossEntropyOptions opts;
+    opts.ignore_index = -1;
+    return cross_entropy(flat, flat_targets, opts);
+}
+
+// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+
+inline void GPTConfig::validate() const {
+    auto need = [](bool ok, const std::string& what) {
+        if (!ok) throw value_error("GPT: " + what);
+    };
+    need(n_layer > 0 && n_head > 0 && n_embd > 0 && block_size > 0 && vocab_size > 0,
+         "n_layer, n_head, n_embd, block_size and vocab_size must be positive");
+    need(n_embd % n_head == 0,
+         "n_embd " + std::to_string(n_embd) + " is not divisible by n_head " + std::to_string(n_head));
+    need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
+}
+
+template <Real T>
+GPT<T>::GPT(const GPTConfig& c, Generator& gen) : config(c) {
+    c.validate();
+    const std::size_t C = c.n_embd;
+    const double std_residual = 0.02 / std::sqrt(2.0 * double(c.n_layer));
+    auto linear = [&](std::size_t in, std::size_t out, double std) {
+        Linear<T> l(in, out, gen, c.bias);
+        init::normal_(l.weight, 0, std, gen);
+        if (l.bias) init::constant_(l.bias, 0);
+        return l;
+    };
+    auto norm = [&] { return LayerNorm<T>(C, 1e-5, true, c.bias); };
+    transformer.wte = Embedding<T>(c.vocab_size, C, gen);
+    transformer.wpe = Embedding<T>(c.block_size, C, gen);
+    init::normal_(transformer.wte.weight, 0, 0.02, gen);
+    init::normal_(transformer.wpe.weight, 0, 0.02, gen);
+    transformer.drop = Dropout(c.dropout, gen);
+    transformer.h.resize(c.n_layer);
+    for (auto& block : transformer.h) {
+        block.ln_1 = norm(), block.ln_2 = norm();
+        block.attn.c_attn = linear(C, 3 * C, 0.02);
+        block.attn.c_proj = linear(C, C, std_residual);
+        block.attn.attn_dropout = std::make_shared<Generator>(gen.engine()());
+        block.attn.resid_dropout = Dropout(c.dropout, gen);
+        block.attn.n_head = c.n_head, block.attn.dropout = c.dropout;
+        block.mlp.c_fc = linear(C, 4 * C, 0.02);
+        block.mlp.c_proj = linear(4 * C, C, std_residual);
+        block.mlp.dropout = Dropout(c.dropout, gen);
+        block.mlp.gelu = c.gelu;
+    }
+    transformer.ln_f = norm();
+    lm_head.weight = transformer.wte.weight;  // tied: one tensor, two names
+}
+
+template <Real T>
+Var<T, 3> GPTSelfAttention<T>::add_to(const Var<T, 3>& residual, const Var<T, 3>& x, const GPTForwardOptions& o,
+                                      Var<T, 3>* weights, const KeyValueSource<T>* cache) const {
+    const std::size_t B = x.shape(0), L = x.shape(1), C = x.shape(2), H = n_head, D = C / H;
+    const Var<T, 3> qkv = named(c_attn(x), "qkv");  // (B, T, 3C) = q | k | v
+    const std::array<std::size_t, 3> qkv_shape{B, L, 3 * C}, out_shape{B, L, C};
+    auto heads = [&](const Var<T, 3>& source, const std::array<std::size_t, 3>& shape, std::size_t offset) {
+        return detail::HeadOperand<T>{source, detail::HeadLayout::of(shape, true, H, D, offset)};
+    };
+    const auto q = heads(qkv, qkv_shape, 0);
+    detail::HeadOperand<T> k = heads(qkv, qkv_shape, C), v = heads(qkv, qkv_shape, 2 * C);
+    std::size_t before = 0;
+    if (cache) {  // this call's keys and values after the cached ones: attend to all of them
+        before = cache->before;
+        const std::size_t capacity = cache->keys.shape(1), S = before + L;
+        Var<T, 3> keys = cache->keys, values = cache->values;  // the same tensors, writable
+        const T* src = qkv.value().data();
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t t = 0; t < L; ++t) {  // k, v of row (b, t) -> cache row (b, before + t)
+                const T* row = src + (b * L + t) * 3 * C;
+                std::copy(row + C, row + 2 * C, keys.value().data() + (b * capacity + before + t) * C);
+                std::copy(row + 2 * C, row + 3 * C, values.value().data() + (b * capacity + before + t) * C);
+            }
+        k = heads(cache->keys, {B, capacity, C}, 0), v = heads(cache->values, {B, capacity, C}, 0);
+        k.layout.len = v.layout.len = S;
+    }
+    const std::size_t S = k.layout.len;
+    // causal: query t (position before + t) ignores keys j > before + t
+    const auto causal = [&](kernels::ScoreMasks<T>& m) {
+        m.reset(std::array<std::size_t, 4>{B, H, L, S});
+        kernels::merge_causal(m, S, before);
+    };
+    const double p = training ? dropout : 0.0;
+    const auto [context, w] = detail::attend(q, k, v, T(1 / std::sqrt(double(D))), causal,
+                                             {o.path, o.need_weights, p, attn_dropout.get(), true}, out_shape);
+    if (weights) *weights = w;
+    return resid_dropout.add(residual, c_proj(context));
+}
+
+template <Real T>
+Var<T, 3> GPT<T>::hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o,
+                         std::vector<Var<T, 3>>* weights, std::size_t first,
+                         const std::vector<KeyValueSource<T>>* caches) const {
+    xgrad::detail::require_var(transformer.wte.weight, "GPT", "transformer.wte.weight");
+    const std::size_t L = idx.shape()[1];
+    if (L == 0 || first + L > config.block_size)
+        throw shape_error("GPT: idx " + shape_str(idx.shape()) + " at position " + std::to_string(first) +
+                          " does not fit block_size " + std::to_string(config.block_size));
+    // positions [first, first + T) are rows of wpe: a slice, so no index tensor is built per step
+    const Var<T, 2> pos = slice(transformer.wpe.weight, 0, long(first), long(first + L));
+    Var<T, 3> x = transformer.drop(transformer.wte(idx) + pos);
+    if (weights) weights->assign(transformer.h.size(), Var<T, 3>{});
+    const NameScope in_transformer("transformer"), in_blocks("h");
+    for (std::size_t i = 0; i < transformer.h.size(); ++i) {
+        const NameScope in_block(index_name(i));
+        x = transformer.h[i](x, o, weights ? &(*weights)[i] : nullptr, caches ? &(*caches)[i] : nullptr);
+    }
+    return transformer.ln_f(x);
+}
+
+template <Real T>
+GPTOutput<T> GPT<T>::forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o) const {
+    GPTOutput<T> out;
+    const Var<T, 3> x = hidden(idx, o, o.need_weights ? &out.attn_weights : nullptr);
+    out.logits = named(linear(x, lm_head.weight), "lm_head");
+    return out;
+}
+
+template <Real T>
+std::size_t GPT<T>::num_params(bool non_embedding) const {
+    std::size_t n = parameter_count(*this);
+    if (non_embedding) n -= transformer.wpe.weight.value().size();
+    return n;
+}
+
+}  // namespace xgrad::nn
