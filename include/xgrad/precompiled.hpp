@@ -1,5 +1,5 @@
 // libxgrad: the heavy specializations (MultiheadAttention's forward, the Transformer family's
-// forwards, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, reductions,
+// forwards, nn::GPT, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, reductions,
 // shape ops, initializers, backward, the optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
 // and `pkg-config --libs xgrad` link. Here they are declared `extern template`, so a program that
 // includes xgrad.hpp does not compile them again; lib/*.cpp instantiates them from the same lists.
@@ -23,6 +23,8 @@
 #include "xgrad/nn/sdpa.hpp"
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/nn/transformer.hpp"
+#include "xgrad/nn/gpt.hpp"
+#include "xgrad/nn/gpt_generate.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/linalg.hpp"
 #include "xgrad/ops/loss.hpp"
@@ -133,6 +135,14 @@
     XGRAD_DETAIL_PRECOMPILED_TRANSFORMER_RANK(EXTERN, T, 2)       \
     XGRAD_DETAIL_PRECOMPILED_TRANSFORMER_RANK(EXTERN, T, 3)
 
+// nn::GPT: construction, forward (training and cached), loss and sampling.
+#define XGRAD_PRECOMPILED_GPT(EXTERN, T)                                                                            \
+    EXTERN template struct nn::GPTSelfAttention<T>;                                                                 \
+    EXTERN template struct nn::GPT<T>;                                                                              \
+    EXTERN template Var<T, 0> nn::gpt_loss<T>(const Var<T, 3>&, const xt::xtensor<std::int64_t, 2>&);               \
+    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<T>(const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, \
+                                                                 std::size_t, Generator&, const nn::GenerateOptions&);
+
 // The optimizers' update loops and checks.
 #define XGRAD_PRECOMPILED_OPTIM(EXTERN, T)                                          \
     EXTERN template class optim::Optimizer<T>;                                      \
@@ -168,6 +178,8 @@ XGRAD_PRECOMPILED_NN(extern, float)
 XGRAD_PRECOMPILED_NN(extern, double)
 XGRAD_PRECOMPILED_TRANSFORMER(extern, float)
 XGRAD_PRECOMPILED_TRANSFORMER(extern, double)
+XGRAD_PRECOMPILED_GPT(extern, float)
+XGRAD_PRECOMPILED_GPT(extern, double)
 XGRAD_PRECOMPILED_OPTIM(extern, float)
 XGRAD_PRECOMPILED_OPTIM(extern, double)
 }  // namespace xgrad

@@ -28,6 +28,8 @@
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/detr.hpp"
+#include "xgrad/nn/gpt.hpp"
+#include "xgrad/nn/gpt_generate.hpp"
 #include "xgrad/nn/additive_attention.hpp"
 #include "xgrad/optim/optimizer.hpp"
 #include "xgrad/optim/adam.hpp"

@@ -49,6 +49,11 @@ const RegisterGradchecks registered_linalg{"linalg", {
          return gradcheck([](auto& x, auto& w, auto& b) { return linear(x, w, b, LinearActivation::gelu); },
                           randn<2>(S2{5, 4}, 33), randn<2>(S2{3, 4}, 34), randn<1>({3}, 35));
      }},
+    {"linear", "gelu_tanh(x(2,2,4) W(3,4) b(3)) one node",
+     [] {
+         return gradcheck([](auto& x, auto& w, auto& b) { return linear(x, w, b, LinearActivation::gelu_tanh); },
+                          randn<3>(S3{2, 2, 4}, 38), randn<2>(S2{3, 4}, 39), randn<1>({3}, 40));
+     }},
     {"linear", "gelu(x(4) W(3,4)) no bias, one node",
      [] {
          return gradcheck([](auto& x, auto& w) { return linear(x, w, Var<double, 1>{}, LinearActivation::gelu); },

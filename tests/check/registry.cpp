@@ -19,7 +19,7 @@ namespace {
 // One per file in src/checks/; a new family needs its test case below.
 const std::set<std::string> families{"elementwise", "reduce",    "linalg",    "shape",           "softmax",
                                      "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags",
-                                     "transformer"};
+                                     "transformer", "gpt"};
 
 void check_family(const std::string& family) {
     std::size_t count = 0;
@@ -46,6 +46,7 @@ TEST_CASE("registered gradchecks: nn_layers") { check_family("nn_layers"); }
 TEST_CASE("registered gradchecks: attention") { check_family("attention"); }
 TEST_CASE("registered gradchecks: attention_flags") { check_family("attention_flags"); }
 TEST_CASE("registered gradchecks: transformer") { check_family("transformer"); }
+TEST_CASE("registered gradchecks: gpt") { check_family("gpt"); }
 
 TEST_CASE("every registered family is walked by a test case above") {
     for (const auto& c : gradcheck_registry()) {
@@ -58,12 +59,12 @@ TEST_CASE("every public op (include/xgrad/ops/) and module (include/xgrad/nn/) h
     // extend this list with every new op or module
     const char* const public_ops[] = {
         "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "pow", "tanh", "sigmoid", "relu", "gelu",
-        "gelu_tanh", "abs", "square", "sum", "mean", "max", "matmul", "linear", "reshape", "permute", "transpose",
+        "gelu_tanh", "where", "masked_fill", "abs", "square", "sum", "mean", "max", "matmul", "linear", "reshape", "permute", "transpose",
         "split_heads", "merge_heads", "concat", "slice", "narrow", "expand", "broadcast_to", "softmax", "log_softmax", "masked_softmax", "mse_loss", "cross_entropy", "layer_norm",
         "dropout", "embedding", "scaled_dot_product_attention", "scaled_dot_product_attention_with_weights",
         "Linear", "Embedding", "LayerNorm", "Dropout", "PositionalEncoding", "MultiheadAttention",
         "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder", "Transformer",
-        "AdditiveAttention", "flatten_feature_map", "unflatten_feature_map"};  // PositionEmbeddingSine: a constant
+        "GPT", "AdditiveAttention", "flatten_feature_map", "unflatten_feature_map"};  // PositionEmbeddingSine: a constant
     for (const std::string op : public_ops) {
         INFO(op);
         CHECK_FALSE(find_gradchecks("^" + op + "$").empty());

@@ -27,7 +27,7 @@ namespace xgrad::nn {
 
 struct GenerateOptions {
     double temperature = 1.0;           // > 0: logits are divided by it
-    std::optional<std::size_t> top_k;   // keep the k largest logits (ties at the k-th kept), as nanoGPT
+    std::optional<std::size_t> top_k{};  // keep the k largest logits (ties at the k-th kept), as nanoGPT
     bool use_cache = true;
     // Called after each new token with the step (0-based) and the tokens drawn for every row (B):
     // streaming output.

@@ -31,8 +31,8 @@ namespace xgrad::optim {
 template <Real T>
 struct ParamGroup {
     std::vector<ParameterRef<T>> params;
-    std::optional<double> lr;
-    std::optional<double> weight_decay;
+    std::optional<double> lr{};
+    std::optional<double> weight_decay{};
 };
 
 template <Real T>

@@ -1,0 +1,31 @@
+// Gradient checks of nn::GPT (nn/gpt.hpp): nanoGPT's loss with respect to every parameter (the tied
+// wte/lm_head tensor is one input), with and without biases, both GELU forms, a target ignored.
+#include <cstdint>
+
+#include "xgrad/check/registry.hpp"
+#include "xgrad/xgrad.hpp"
+
+namespace xgrad::checks {
+namespace {
+
+GradcheckResult gpt_check(bool bias, nn::GeluForm gelu, std::size_t layers, std::uint64_t seed) {
+    nn::GPTConfig c;
+    c.n_layer = layers, c.n_head = 2, c.n_embd = 4, c.block_size = 4, c.vocab_size = 5, c.bias = bias, c.gelu = gelu;
+    Generator gen(seed);
+    nn::GPT<double> model(c, gen);
+    for_each_parameter(model, [&](const std::string&, auto& p) { init::normal_(p, 0.1, 0.6, gen); });
+    const xt::xtensor<std::int64_t, 2> idx{{1, 4, 0, 2}, {3, 3, 1, 0}};
+    const xt::xtensor<std::int64_t, 2> targets{{4, -1, 2, 1}, {0, 3, 3, 2}};
+    return gradcheck([&](auto& flat) { return nn::gpt_loss(with_flat_parameters(model, flat)(idx), targets); },
+                     flatten_parameters(model));
+}
+
+const RegisterGradchecks registered_gpt{"gpt", {
+    {"GPT", "loss w.r.t. every parameter: 2 layers, biases, erf GELU, tied lm_head",
+     [] { return gpt_check(true, nn::GeluForm::erf, 2, 71); }},
+    {"GPT", "loss w.r.t. every parameter: 1 layer, no biases, tanh GELU",
+     [] { return gpt_check(false, nn::GeluForm::tanh, 1, 72); }},
+}};
+
+}  // namespace
+}  // namespace xgrad::checks
