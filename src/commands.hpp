@@ -13,6 +13,9 @@ namespace xgrad::cli {
 void setup_train_copy(CLI::App& cmd);
 void setup_train_sort(CLI::App& cmd);
 void setup_train_mlp(CLI::App& cmd);
+void setup_train_gpt(CLI::App& cmd);
+void setup_sample(CLI::App& cmd);
+void setup_gpt(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_inspect(CLI::App& cmd);
 void setup_attention(CLI::App& cmd);

@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
     setup_train_sort(*train->add_subcommand(
         "sort", "a Transformer encoder-decoder learns to sort digits (greedy decoding, exact match)"));
     setup_train_mlp(*train->add_subcommand("mlp", "a small MLP on a synthetic regression task (SGD)"));
+    setup_train_gpt(*train->add_subcommand(
+        "gpt", "a GPT learns a text (nanoGPT's recipe; default: the fortunes package), samples at each evaluation"));
+    setup_sample(*app.add_subcommand("sample", "continue a prompt with a trained GPT, streaming tokens"));
+    setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
     setup_heads(*app.add_subcommand(
         "heads", "label every attention head of a `train copy` checkpoint, rank them by ablation"));
     setup_inspect(*app.add_subcommand(

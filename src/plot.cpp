@@ -133,10 +133,13 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     double y1 = 0;
     for (double l : c.loss)
         if (std::isfinite(l)) y1 = std::max(y1, l);
+    if (c.score_is_loss)
+        for (double l : c.accuracy)
+            if (std::isfinite(l)) y1 = std::max(y1, l);
     y1 = y1 > 0 ? y1 * 1.05 : 1;
     const auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
     const auto py = [&](double y) { return top + ph - y / y1 * ph; };  // loss axis, from 0
-    const auto pa = [&](double a) { return top + ph - a * ph; };       // accuracy axis, [0, 1]
+    const auto pa = [&](double a) { return c.score_is_loss ? top + ph - a / y1 * ph : top + ph - a * ph; };  // [0, 1]
 
     // grid, ticks and labels
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
@@ -147,14 +150,15 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
         cv.text(tick_label(t), px(t), top + ph + 8, 12, 0.5, 0);
     }
     for (double t : nice_ticks(0, y1, 6)) cv.text(tick_label(t), left - 8, py(t), 12, 1, 0.5);
-    for (double t : {0.0, 0.25, 0.5, 0.75, 1.0}) cv.text(tick_label(t), left + pw + 8, pa(t), 12, 0, 0.5);
+    if (!c.score_is_loss)
+        for (double t : {0.0, 0.25, 0.5, 0.75, 1.0}) cv.text(tick_label(t), left + pw + 8, pa(t), 12, 0, 0.5);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     cairo_rectangle(cr, left, top, pw, ph);
     cairo_set_line_width(cr, 1);
     cairo_stroke(cr);
     cv.text("training step", left + pw / 2, H - 18, 14);
     cv.text("cross-entropy loss", 22, top + ph / 2, 14, 0.5, 0.5, true);
-    cv.text(c.accuracy_name, W - 22, top + ph / 2, 14, 0.5, 0.5, true);
+    if (!c.score_is_loss) cv.text(c.accuracy_name, W - 22, top + ph / 2, 14, 0.5, 0.5, true);
     cv.text(c.title, W / 2.0, 24, 15);
 
     cairo_save(cr);
@@ -204,7 +208,7 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     cairo_fill(cr);
     const std::array<std::pair<Rgb, std::string>, 3> entries{{{raw_loss_colour, "loss per step"},
                                                               {mean_loss_colour, fmt::format("loss, mean of {} steps", window)},
-                                                              {accuracy_colour, "held-out accuracy"}}};
+                                                              {accuracy_colour, c.score_is_loss ? c.accuracy_name : "held-out accuracy"}}};
     for (std::size_t i = 0; i < entries.size(); ++i) {
         set_colour(cr, entries[i].first);
         cv.line(lx, ly + 20 * double(i), lx + 28, ly + 20 * double(i), 2.2);

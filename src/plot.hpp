@@ -17,9 +17,11 @@ struct LossCurve {
     std::vector<double> eval_steps, accuracy;      // the held-out evaluations
     std::string title;
     std::string accuracy_name = "held-out token accuracy";  // the right axis and the legend
+    bool score_is_loss = false;  // the evaluations are a loss (a language model's val loss): left axis
 };
 
-// A line chart: loss (raw, and its moving average) on the left axis, accuracy in [0, 1] on the right.
+// A line chart: loss (raw, and its moving average) on the left axis, accuracy in [0, 1] on the right
+// (or, with score_is_loss, the held-out loss on the left axis too).
 std::vector<unsigned char> loss_chart_png(const LossCurve& curve);
 
 struct AttentionMaps {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -26,12 +27,15 @@ inline std::string clock_str(double seconds) {
                      : fmt::format("{}:{:02d}", s / 60, s % 60);
 }
 
-// The fields after the step counter; accuracy is the latest held-out accuracy, if any yet.
+// The fields after the step counter; accuracy is the latest held-out score (named score_name), if
+// any yet; with tokens_per_step > 0 the rate is in tokens per second (language models).
 inline std::string progress_fields(double loss, std::optional<double> accuracy, double steps_per_second,
-                                   double eta_seconds) {
-    return fmt::format("loss {:.4f}  acc {}  {:.0f} steps/s  ETA {}", loss,
-                       accuracy ? fmt::format("{:.4f}", *accuracy) : std::string("-"), steps_per_second,
-                       clock_str(eta_seconds));
+                                   double eta_seconds, const std::string& score_name = "acc",
+                                   double tokens_per_step = 0) {
+    const std::string rate = tokens_per_step > 0 ? fmt::format("{:.0f} tok/s", steps_per_second * tokens_per_step)
+                                                 : fmt::format("{:.0f} steps/s", steps_per_second);
+    return fmt::format("loss {:.4f}  {} {}  {}  ETA {}", loss, score_name,
+                       accuracy ? fmt::format("{:.4f}", *accuracy) : std::string("-"), rate, clock_str(eta_seconds));
 }
 
 // A bar of `width` cells, `done` of `total` filled.
@@ -42,9 +46,12 @@ inline std::string bar_str(int done, int total, int width = 20) {
 
 class TrainProgress {
 public:
-    // Steps first..total are to run; `every` is the line interval of ProgressMode::lines.
-    TrainProgress(ProgressMode mode, int first, int total, int every)
-        : mode_(mode), first_(first), total_(total), every_(std::max(every, 1)), start_(Clock::now()) {}
+    // Steps first..total are to run; `every` is the line interval of ProgressMode::lines; the score
+    // is shown as score_name, the rate in tokens/s when tokens_per_step > 0.
+    TrainProgress(ProgressMode mode, int first, int total, int every, std::string score_name = "acc",
+                  double tokens_per_step = 0)
+        : mode_(mode), first_(first), total_(total), every_(std::max(every, 1)), score_name_(std::move(score_name)),
+          tokens_per_step_(tokens_per_step), start_(Clock::now()) {}
 
     // After step `step`; `accuracy` when the held-out set was just evaluated.
     void update(int step, double loss, std::optional<double> accuracy) {
@@ -55,7 +62,7 @@ public:
         const int done = step - first_ + 1;
         const double rate = elapsed > 0 ? done / elapsed : 0.0;
         const double eta = rate > 0 ? (total_ - step) / rate : NAN;
-        const std::string fields = progress_fields(loss, accuracy_, rate, eta);
+        const std::string fields = progress_fields(loss, accuracy_, rate, eta, score_name_, tokens_per_step_);
         const int digits = int(std::to_string(total_).size());
         if (mode_ == ProgressMode::lines) {
             if (step % every_ == 0 || step == total_) fmt::print("step {:>{}}/{}  {}\n", step, digits, total_, fields);
@@ -78,6 +85,8 @@ private:
     using Clock = std::chrono::steady_clock;
     ProgressMode mode_;
     int first_, total_, every_;
+    std::string score_name_;
+    double tokens_per_step_;
     Clock::time_point start_, last_draw_{};
     std::optional<double> accuracy_;
     bool drawn_ = false;

@@ -52,12 +52,14 @@ void add_train_run_options(CLI::App& cmd, Options& o) {
 // nothing when `quiet` (--quiet, or not rank 0). Under mpirun always lines: mpirun hands rank 0 a
 // pseudo-terminal even when the job's output goes to a file, which would fill it with \r and ESC[K.
 template <class Options>
-TrainProgress train_progress(const Options& o, int first_step, bool quiet) {
+TrainProgress train_progress(const Options& o, int first_step, bool quiet, std::string score_name = "acc",
+                             double tokens_per_step = 0) {
     const bool terminal = ::isatty(STDOUT_FILENO) && !dist::launched_by_mpirun();
     const ProgressMode mode = quiet                     ? ProgressMode::quiet
                               : terminal && !o.verbose ? ProgressMode::bar
                                                         : ProgressMode::lines;
-    return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every);
+    return TrainProgress(mode, first_step, o.steps, o.verbose ? o.eval_every : o.log_every, std::move(score_name),
+                         tokens_per_step);
 }
 
 // --deterministic, and the command registered as data-parallel: under mpirun --batch is the global

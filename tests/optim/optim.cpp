@@ -289,6 +289,12 @@ TEST_CASE("WarmupCosine: hand-computed values and apply()") {
     CHECK(no_warmup.lr(0) == 0.5);
     CHECK(no_warmup.lr(2) == doctest::Approx(0.25).epsilon(1e-15));
     CHECK(no_warmup.lr(4) == 0);
+    // nanoGPT's get_lr(it): learning_rate · (it + 1) / (warmup_iters + 1) while warming up
+    const optim::WarmupCosine nanogpt(1e-3, 100, 2000, 1e-4, 1);
+    CHECK(nanogpt.lr(0) == doctest::Approx(1e-3 / 101).epsilon(1e-15));
+    CHECK(nanogpt.lr(99) == doctest::Approx(1e-3 * 100 / 101).epsilon(1e-15));
+    CHECK(nanogpt.lr(100) == doctest::Approx(1e-3).epsilon(1e-15));
+    CHECK(nanogpt.lr(2000) == doctest::Approx(1e-4).epsilon(1e-15));
 
     Toy toy = make_toy();
     optim::SGD opt(toy, {.lr = 1});

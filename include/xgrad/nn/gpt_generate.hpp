@@ -28,6 +28,8 @@ namespace xgrad::nn {
 struct GenerateOptions {
     double temperature = 1.0;           // > 0: logits are divided by it
     std::optional<std::size_t> top_k{};  // keep the k largest logits (ties at the k-th kept), as nanoGPT
+    // Draw only ids below it: a padded vocabulary's real size (llm.c's V of Vp); default all.
+    std::optional<std::size_t> vocab_size{};
     bool use_cache = true;
     // Called after each new token with the step (0-based) and the tokens drawn for every row (B):
     // streaming output.
@@ -82,6 +84,8 @@ xt::xtensor<std::int64_t, 2> generate(const GPT<T>& model, const xt::xtensor<std
     if (B == 0 || T0 == 0) throw shape_error("generate: idx " + shape_str(idx.shape()) + " needs at least one token per row");
     if (!(o.temperature > 0)) throw value_error("generate: temperature must be > 0, got " + std::to_string(o.temperature));
     if (o.top_k && *o.top_k == 0) throw value_error("generate: top_k must be >= 1");
+    if (o.vocab_size && (*o.vocab_size == 0 || *o.vocab_size > model.config.vocab_size))
+        throw value_error("generate: vocab_size must be in [1, " + std::to_string(model.config.vocab_size) + "]");
     const NoGrad no_grad;
     xt::xtensor<std::int64_t, 2> seq = xt::xtensor<std::int64_t, 2>::from_shape({B, T0 + max_new_tokens});
     for (std::size_t b = 0; b < B; ++b) std::copy(&idx(b, 0), &idx(b, 0) + T0, &seq(b, 0));
@@ -111,7 +115,10 @@ xt::xtensor<std::int64_t, 2> generate(const GPT<T>& model, const xt::xtensor<std
             cached = len - from;
         }
         auto logits = detail::last_logits(model, hidden);
-        for (std::size_t b = 0; b < B; ++b) seq(b, len) = drawn[b] = detail::sample_token(logits[b], o, gen);
+        for (std::size_t b = 0; b < B; ++b) {
+            if (o.vocab_size) logits[b].resize(*o.vocab_size);
+            seq(b, len) = drawn[b] = detail::sample_token(logits[b], o, gen);
+        }
         if (o.on_token) o.on_token(step, drawn);
     }
     return seq;

@@ -1,0 +1,153 @@
+// What the GPT commands share (train gpt, sample, heads on a GPT): the default corpus, the model
+// and tokenizer a checkpoint records, and loading a model from any file they accept.
+//
+// A `train gpt` checkpoint's config (io::CheckpointConfig, int64 by name): n_layer, n_head, n_embd,
+// block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm, tokenizer (0 bytes, 1 characters)
+// and vocab.<id> = the code point of character id.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "plot.hpp"
+#include "xgrad/core/tape.hpp"
+#include "xgrad/io/checkpoint.hpp"
+#include "xgrad/io/gpt_formats.hpp"
+#include "xgrad/nn/gpt.hpp"
+#include "xgrad/text/corpus.hpp"
+#include "xgrad/text/tokenizer.hpp"
+
+namespace xgrad::gpt_task {
+
+// The fortunes package's files (Debian's `fortunes`: quotations, jokes and poems, about 2.5 MB of
+// English text), in name order, concatenated.
+inline const char* const fortunes_dir = "/usr/share/games/fortunes";
+
+inline text::Corpus default_corpus() {
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(fortunes_dir, ec))
+        if (entry.is_regular_file() && !entry.is_symlink() && !entry.path().has_extension()) files.push_back(entry.path());
+    if (ec || files.empty())
+        throw io_error(std::string(fortunes_dir) +
+                       ": the default corpus is missing (install Debian's fortunes package, or give --text FILE)");
+    std::sort(files.begin(), files.end());
+    std::string all;
+    for (const auto& f : files) {
+        const auto bytes = io::read_file_bytes(f);
+        all.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    return text::Corpus::from_string(std::move(all), std::string(fortunes_dir) + " (" + std::to_string(files.size()) +
+                                                          " files of the fortunes package)");
+}
+
+inline io::CheckpointConfig checkpoint_config(const nn::GPTConfig& c, const text::Tokenizer& tok) {
+    io::CheckpointConfig out{{"n_layer", std::int64_t(c.n_layer)},   {"n_head", std::int64_t(c.n_head)},
+                             {"n_embd", std::int64_t(c.n_embd)},     {"block_size", std::int64_t(c.block_size)},
+                             {"vocab_size", std::int64_t(c.vocab_size)}, {"bias", c.bias ? 1 : 0},
+                             {"gelu", c.gelu == nn::GeluForm::tanh ? 1 : 0},
+                             {"dropout_ppm", std::int64_t(c.dropout * 1e6 + 0.5)},
+                             {"tokenizer", tok.kind() == text::Tokenizer::Kind::character ? 1 : 0}};
+    for (std::size_t i = 0; i < tok.vocabulary().size(); ++i) out["vocab." + std::to_string(i)] = tok.vocabulary()[i];
+    return out;
+}
+
+struct SavedModel {
+    nn::GPTConfig config;
+    text::Tokenizer tokenizer = text::Tokenizer::bytes();
+};
+
+// What checkpoint_config recorded; value_error naming `source` and the key when it does not hold a GPT.
+inline SavedModel saved_model(const io::CheckpointConfig& c, const std::string& source) {
+    const auto get = [&](const std::string& key) {
+        const auto it = c.find(key);
+        if (it == c.end() || it->second < 0)
+            throw value_error(source + ": not a `train gpt` checkpoint (its config has no valid " + key + ")");
+        return it->second;
+    };
+    SavedModel m;
+    m.config.n_layer = std::size_t(get("n_layer")), m.config.n_head = std::size_t(get("n_head"));
+    m.config.n_embd = std::size_t(get("n_embd")), m.config.block_size = std::size_t(get("block_size"));
+    m.config.vocab_size = std::size_t(get("vocab_size")), m.config.bias = get("bias") != 0;
+    m.config.gelu = get("gelu") ? nn::GeluForm::tanh : nn::GeluForm::erf;
+    m.config.dropout = double(get("dropout_ppm")) / 1e6;
+    if (get("tokenizer") == 1) {
+        std::vector<char32_t> chars;
+        for (std::size_t i = 0; c.count("vocab." + std::to_string(i)); ++i) chars.push_back(char32_t(get("vocab." + std::to_string(i))));
+        m.tokenizer = text::Tokenizer::from_vocabulary(std::move(chars));
+    }
+    if (m.tokenizer.vocab_size() > m.config.vocab_size)
+        throw value_error(source + ": its vocabulary of " + std::to_string(m.tokenizer.vocab_size()) +
+                          " tokens does not fit the model's vocab_size " + std::to_string(m.config.vocab_size));
+    return m;
+}
+
+// A model ready to sample or study, and its tokenizer (none for an llm.c file: GPT-2's BPE ids).
+struct LoadedModel {
+    nn::GPT<float> model;
+    std::optional<text::Tokenizer> tokenizer;
+    std::size_t usable_vocab = 0;  // tokens past it are padding (llm.c), never sampled
+};
+
+// A `train gpt` checkpoint (.npz with its config), or an llm.c model file (.bin).
+inline LoadedModel load_model(const std::filesystem::path& path) {
+    LoadedModel out;
+    Generator gen(0);
+    if (path.extension() == ".bin") {
+        const io::LlmcFile f = io::read_llmc(path);
+        out.model = nn::GPT<float>(f.config, gen);
+        io::load_llmc(out.model, f);
+        out.usable_vocab = f.vocab_size;
+    } else {
+        const SavedModel saved = saved_model(io::read_checkpoint_config(path), path.string());
+        out.model = nn::GPT<float>(saved.config, gen);
+        io::load_gpt_state_dict(out.model, path);
+        out.tokenizer = saved.tokenizer;
+        out.usable_vocab = saved.tokenizer.vocab_size();
+    }
+    set_training(out.model, false);
+    return out;
+}
+
+// A token as an axis label: the character, with whitespace made visible.
+inline std::string token_label(const text::Tokenizer& tok, std::int64_t id) {
+    std::string s;
+    tok.append(s, id);
+    if (s == "\n") return "\\n";
+    if (s == " ") return "_";
+    if (s == "\t") return "\\t";
+    return s;
+}
+
+// Every layer's and head's attention on the first `length` tokens of the val split: (n_layer·n_head)
+// maps in one grid, rows = queries, columns = keys, the tokens on both axes.
+inline std::vector<unsigned char> attention_png(const nn::GPT<float>& model, const text::Tokenizer& tok,
+                                                const text::Windows& windows, int step, std::size_t length = 32) {
+    const NoGrad no_grad;
+    auto copy = model;
+    set_training(copy, false);
+    const std::size_t T = std::min({length, model.config.block_size, windows.tokens(text::Split::val)});
+    xt::xtensor<std::int64_t, 2> idx = xt::xtensor<std::int64_t, 2>::from_shape({1, T});
+    windows.read(windows.tokens(text::Split::train), T, [&](std::size_t k, std::int64_t id) { idx(0, k) = id; });
+    const auto out = copy.forward(idx, {.need_weights = true});
+    const std::size_t L = model.config.n_layer, H = model.config.n_head;
+    xt::xtensor<double, 3> maps = xt::xtensor<double, 3>::from_shape({L * H, T, T});
+    cli::AttentionMaps labels;
+    for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t h = 0; h < H; ++h) {
+            const float* w = out.attn_weights[l].value().data() + h * T * T;  // (B·H, T, T) with B = 1
+            std::copy(w, w + T * T, &maps(l * H + h, 0, 0));
+            labels.panel_titles.push_back(fmt::format("layer {} head {}", l, h));
+        }
+    for (std::size_t t = 0; t < T; ++t) labels.key_labels.push_back(token_label(tok, idx(0, t)));
+    labels.query_labels = labels.key_labels;
+    labels.title = fmt::format("attention of every layer and head on the start of the val split, after {} steps", step);
+    return cli::attention_grid_png(maps, labels);
+}
+
+}  // namespace xgrad::gpt_task

@@ -1,0 +1,119 @@
+// `xgrad sample --checkpoint FILE`: text from a GPT, streamed token by token as nanoGPT's sample.py
+// prints it (with a key/value cache: each token costs one position's work). FILE is a `train gpt`
+// checkpoint.npz (its tokenizer inside), a nanoGPT state dict .npz with --vocab-text (the text its
+// character vocabulary was built from) and --n_head, or an llm.c model .bin (GPT-2's BPE ids: printed
+// as numbers, the prompt given with --prompt-ids).
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "gpt_task.hpp"
+#include "xgrad/nn/gpt_generate.hpp"
+
+namespace xgrad::cli {
+namespace {
+
+struct SampleOptions {
+    std::string checkpoint, prompt = "\n", prompt_ids, vocab_text;
+    std::size_t n_head = 0;
+    int tokens = 500, samples = 1, top_k = 200, threads = 1;
+    double temperature = 0.8;
+    std::uint64_t seed = 1337;
+};
+
+// A nanoGPT state dict (numpy.savez of its state_dict()) with the character vocabulary of a text.
+gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
+    if (o.vocab_text.empty() || o.n_head == 0)
+        throw value_error(o.checkpoint + ": has no xgrad config; a nanoGPT state dict needs --vocab-text and --n_head");
+    const auto arrays = io::read_npz(o.checkpoint);
+    const auto shape = [&](const std::string& key) {
+        const auto it = arrays.find(key);
+        if (it == arrays.end()) throw io_error(o.checkpoint + ": has no " + key + " (not a nanoGPT state dict)");
+        return it->second.shape;
+    };
+    nn::GPTConfig c;
+    c.vocab_size = shape("transformer.wte.weight").at(0), c.n_embd = shape("transformer.wte.weight").at(1);
+    c.block_size = shape("transformer.wpe.weight").at(0), c.n_head = o.n_head;
+    c.bias = arrays.count("transformer.ln_f.bias") != 0;
+    while (arrays.count("transformer.h." + std::to_string(c.n_layer) + ".ln_1.weight")) ++c.n_layer;
+    const text::Corpus corpus = text::Corpus::map_file(o.vocab_text);
+    gpt_task::LoadedModel m;
+    m.tokenizer = text::Tokenizer::characters(corpus.text(), corpus.name());
+    m.usable_vocab = m.tokenizer->vocab_size();
+    if (m.usable_vocab > c.vocab_size)
+        throw value_error(o.vocab_text + ": has " + std::to_string(m.usable_vocab) + " characters, the model only " +
+                          std::to_string(c.vocab_size) + " tokens");
+    Generator gen(0);
+    m.model = nn::GPT<float>(c, gen);
+    io::load_gpt_state_dict(m.model, arrays, o.checkpoint);
+    set_training(m.model, false);
+    return m;
+}
+
+int sample(const SampleOptions& o) {
+    set_num_threads(std::size_t(o.threads));
+    const bool has_config = !io::read_checkpoint_config(o.checkpoint).empty() || o.checkpoint.ends_with(".bin");
+    gpt_task::LoadedModel m = has_config || !o.checkpoint.ends_with(".npz") ? gpt_task::load_model(o.checkpoint)
+                                                                             : load_nanogpt(o);
+    std::vector<std::int64_t> start;
+    if (!o.prompt_ids.empty()) {
+        std::stringstream in(o.prompt_ids);
+        for (std::string id; std::getline(in, id, ',');) start.push_back(std::stoll(id));
+        for (const auto id : start)
+            if (id < 0 || std::size_t(id) >= m.usable_vocab)
+                throw value_error(fmt::format("--prompt-ids: {} is outside the vocabulary of {}", id, m.usable_vocab));
+    } else if (m.tokenizer) {
+        start = m.tokenizer->encode(o.prompt, "--prompt");
+    } else {
+        throw value_error(o.checkpoint + ": an llm.c model has GPT-2's BPE vocabulary; give the prompt as --prompt-ids");
+    }
+    if (start.empty()) throw value_error("--prompt: empty; give at least one character");
+    xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
+    std::copy(start.begin(), start.end(), prompt.data());
+    Generator gen(o.seed);
+    for (int k = 0; k < o.samples; ++k) {
+        std::string shown;  // tokens are printed as they come (a byte token may end a UTF-8 character later)
+        if (m.tokenizer) shown = m.tokenizer->decode(start);
+        else for (const auto id : start) shown += fmt::format("{} ", id);
+        fmt::print("{}", shown);
+        std::fflush(stdout);
+        nn::GenerateOptions g{.temperature = o.temperature, .top_k = std::size_t(o.top_k), .vocab_size = m.usable_vocab};
+        g.on_token = [&](std::size_t, const std::vector<std::int64_t>& t) {
+            std::string piece;
+            if (m.tokenizer) m.tokenizer->append(piece, t[0]);
+            else piece = fmt::format("{} ", t[0]);
+            fmt::print("{}", piece);
+            std::fflush(stdout);
+        };
+        nn::generate(m.model, prompt, std::size_t(o.tokens), gen, g);
+        fmt::print("\n{}", k + 1 < o.samples ? "---------------\n" : "");
+    }
+    return 0;
+}
+
+}  // namespace
+
+void setup_sample(CLI::App& cmd) {
+    static SampleOptions o;
+    cmd.add_option("--checkpoint", o.checkpoint, "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, or an llm.c .bin")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd.add_option("--prompt", o.prompt, "the text to continue");
+    cmd.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids, comma-separated (llm.c models)");
+    cmd.add_option("--tokens", o.tokens, "new tokens per sample")->check(between(1, 1000000));
+    cmd.add_option("--samples", o.samples, "how many samples")->check(between(1, 10000));
+    cmd.add_option("--temperature", o.temperature, "logits are divided by it (< 1: more likely tokens)")->check(positive());
+    cmd.add_option("--top-k", o.top_k, "draw from the k most likely tokens only")->check(at_least(1));
+    cmd.add_option("--seed", o.seed, "random seed (same seed, same samples)");
+    cmd.add_option("--threads", o.threads, "threads")->check(between(1, 64));
+    cmd.add_option("--vocab-text", o.vocab_text, "a nanoGPT state dict: the text whose characters are its vocabulary")
+        ->check(CLI::ExistingFile);
+    cmd.add_option("--n_head", o.n_head, "a nanoGPT state dict: its attention heads")->check(at_least(1));
+    cmd.callback([] { selected_action() = [] { return sample(o); }; });
+}
+
+}  // namespace xgrad::cli
