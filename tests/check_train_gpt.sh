@@ -1,0 +1,73 @@
+#!/bin/sh
+# `xgrad train gpt` on real text (one file of the fortunes package): a small GPT learns (val loss
+# falls by more than 1), the same seed gives the same losses, a run killed with SIGKILL resumes
+# from its last periodic checkpoint and then follows the uninterrupted run bit for bit, `xgrad
+# sample` continues a prompt from the checkpoint, and mistakes are one line with exit status 2.
+set -eu
+xgrad=$1
+. "$(dirname "$0")/train_outputs.sh"
+text=/usr/share/games/fortunes/linux
+[ -f "$text" ] || { echo "FAIL: $text is missing (Debian's fortunes package; scripts/packages.sh installs it)"; exit 1; }
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run OUT STEPS [options]: the test's small model (n_embd ${EMBD:-32}, n_head ${HEADS:-2})
+  out=$1 steps=$2; shift 2
+  "$xgrad" train gpt --text "$text" --n_layer 2 --n_head "${HEADS:-2}" --n_embd "${EMBD:-32}" --block_size 32 --batch_size 8 \
+    --learning_rate 3e-3 --warmup_iters 10 --lr_decay_iters 120 --max_iters "$steps" --eval_interval 40 \
+    --eval_iters 4 --sample-tokens 40 --threads 1 --out "$out" "$@"
+}
+
+# run() as a script of its own too, for expect_error
+{ echo "xgrad='$xgrad' text='$text'"; sed -n '/^run() {/,/^}/p' "$0"; } > "$dir/run.sh"
+
+run "$dir/a" 120 > "$dir/a.txt"
+run "$dir/b" 120 --quiet
+cmp "$dir/a/loss.csv" "$dir/b/loss.csv" || fail "losses differ between two runs with the same seed"
+check_train_outputs "$dir/a"
+[ -s "$dir/a/samples.txt" ] || fail "no samples.txt"
+grep -q "^step 40: train loss [0-9.]*, val loss [0-9.]*$" "$dir/a.txt" || fail "no evaluation line: $(cat "$dir/a.txt")"
+first=$(awk -F, '$1 == 0 { print $4 }' "$dir/a/loss.csv")
+last=$(awk -F, '$1 == 120 { print $4 }' "$dir/a/loss.csv")
+echo "val loss: $first at step 0, $last after 120 steps"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' || fail "the val loss did not fall by 1"
+
+# SIGKILL in the middle of a run that checkpoints every 10 steps, then --resume: the same losses.
+run "$dir/k" 120 --checkpoint-every 10 --quiet &
+pid=$!
+while [ ! -e "$dir/k/checkpoint.npz" ]; do
+  kill -0 "$pid" 2> /dev/null || fail "the run ended before its first checkpoint"
+  sleep 0.05
+done
+sleep 0.3
+kill -9 "$pid" 2> /dev/null || true
+wait "$pid" 2> /dev/null || true
+[ ! -e "$dir/k/metrics.json" ] || fail "the run finished before it was killed: make it longer"
+done_steps=$(tail -n 1 "$dir/k/loss.csv" | cut -d, -f1)
+run "$dir/k" 120 --resume "$dir/k/checkpoint.npz" --quiet
+cmp "$dir/a/loss.csv" "$dir/k/loss.csv" || fail "the killed and resumed run differs from the uninterrupted one"
+echo "killed after step $done_steps (SIGKILL), resumed from its last checkpoint: loss.csv bit-identical"
+
+# sample: the prompt, then the new characters
+out=$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "The " --tokens 30 --seed 3)
+case "$out" in "The "*) ;; *) fail "sample does not start with the prompt: $out" ;; esac
+[ "$(printf '%s' "$out" | wc -m)" -ge 30 ] || fail "sample too short: $out"
+[ "$out" = "$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "The " --tokens 30 --seed 3)" ] ||
+  fail "same seed, different samples"
+echo "sample: $(printf '%s' "$out" | head -n 1)"
+
+expect_error() {  # expect_error NAME PATTERN COMMAND...
+  name=$1 pattern=$2; shift 2
+  status=0
+  "$@" > /dev/null 2> "$dir/err" || status=$?
+  [ "$status" -eq 2 ] || fail "$name: exit status $status, expected 2"
+  [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$dir/err")"
+  grep -q "$pattern" "$dir/err" || fail "$name: unexpected message: $(cat "$dir/err")"
+  echo "ok $name"
+}
+expect_error "unknown prompt character" "the character '€' (U+20AC) at byte 0 is not in the vocabulary" \
+  "$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "€"
+expect_error "resume with another model" "the checkpoint was made with n_embd=32, this run has n_embd=64" \
+  env EMBD=64 sh -c '. "$0"; run "$@"' "$dir/run.sh" "$dir/e" 200 --resume "$dir/a/checkpoint.npz"
+[ ! -e "$dir/e" ] || fail "a refused resume left an output folder"
+expect_error "n_head not dividing n_embd" "n_head: must divide --n_embd 32" \
+  env HEADS=3 sh -c '. "$0"; run "$@"' "$dir/run.sh" "$dir/f" 10
