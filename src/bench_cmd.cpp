@@ -3,7 +3,8 @@
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
 // steady step. `--model encoder_layer | transformer | masked_encoder` times a Transformer step instead
 // (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
-// the GEMM rates. Under mpirun each rank runs its even share of --batch of either step and the
+// the GEMM rates; `--model gpt` a GPT training step (gpt_workload.hpp, nanoGPT's and llm.c's
+// workload) with its GFLOP/s by nanoGPT's estimate. Under mpirun each rank runs its even share of --batch of either step and the
 // gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global throughput
 // and the time synchronize() took per step (the reduction not hidden behind backward).
 #include <sys/resource.h>
@@ -23,6 +24,7 @@
 #include "alloc_count.hpp"
 #include "commands.hpp"
 #include "distributed.hpp"
+#include "gpt_workload.hpp"
 #include "mha_workload.hpp"
 #include "transformer_workload.hpp"
 
@@ -32,7 +34,7 @@ namespace {
 struct BenchOptions {
     std::string model = "mha";
     bench::MhaConfig config;
-    std::size_t ffn = 2048, layers = 1;
+    std::size_t ffn = 2048, layers = 1, vocab = 50257;
     double dropout = 0.1;
     std::string dtype = "float32";
     int threads = 1;
@@ -133,6 +135,19 @@ int run(const BenchOptions& o) {
     const dist::Context& ctx = process_group();
     const auto& c = o.config;
     const std::size_t my_batch = even_shard(ctx, c.batch, "--batch").size();
+    if (o.model == "gpt") {
+        bench::GptWorkload<T> workload({o.layers, c.heads, c.embed, o.vocab, my_batch, c.seq});
+        const auto [t, dp] = time_data_parallel<T>(o, ctx, workload, workload.module());
+        if (!ctx.is_root()) return 0;
+        nlohmann::ordered_json line = {
+            {"impl", "xgrad"}, {"model", "gpt"}, {"L", o.layers}, {"H", c.heads}, {"C", c.embed}, {"V", o.vocab},
+            {"B", c.batch}, {"T", c.seq}, {"dtype", o.dtype}, {"threads", o.threads}, {"steps", o.steps},
+            {"median_us", t.median_us}, {"gflops", workload.flops() / t.median_us * 1e-3},
+            {"peak_rss_mb", peak_rss_mb()}, {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+        line.update(dp);
+        fmt::print("{}\n", line.dump());
+        return 0;
+    }
     if (o.model != "mha") {
         bench::TransformerWorkload<T> workload({o.model, my_batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
         const auto [t, dp] =
@@ -171,16 +186,18 @@ int run(const BenchOptions& o) {
 void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
     cmd.add_option("--model", o.model,
-                   "mha (one MultiheadAttention step), encoder_layer, transformer or masked_encoder (3DETR's "
-                   "per-layer masks)")
-        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder"}));
+                   "mha (one MultiheadAttention step), encoder_layer, transformer, masked_encoder (3DETR's "
+                   "per-layer masks) or gpt (a GPT step: --layers, --heads, --embed, --vocab, --batch, --seq)")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder", "gpt"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
     cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer, masked_encoder)")
         ->check(between(1, 1 << 20));
-    cmd.add_option("--layers", o.layers, "encoder and decoder layers each (transformer); encoder layers (masked_encoder)")
+    cmd.add_option("--vocab", o.vocab, "vocabulary (gpt)")->check(between(1, 1 << 24));
+    cmd.add_option("--layers", o.layers,
+                   "encoder and decoder layers each (transformer); encoder layers (masked_encoder); blocks (gpt)")
         ->check(between(1, 64));
     cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer, masked_encoder)")
         ->check(between(0, 1));

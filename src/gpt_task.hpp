@@ -151,3 +151,9 @@ inline std::vector<unsigned char> attention_png(const nn::GPT<float>& model, con
 }
 
 }  // namespace xgrad::gpt_task
+
+namespace xgrad::cli {
+// `xgrad heads` on a GPT checkpoint (gpt_heads.cpp): prints the table, writes OUT/heads.png.
+int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
+              const std::string& text_file);
+}  // namespace xgrad::cli

@@ -1,6 +1,7 @@
 // `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. Runs held-out
 // sequences, scores and labels every head (head_analysis.hpp), measures its importance by ablation
 // (the held-out loss and accuracy with the head's output removed) and draws the mean attention maps.
+// A `train gpt` checkpoint: every layer's heads on its text, with induction scores (gpt_heads.cpp).
 #include <filesystem>
 #include <string>
 
@@ -10,6 +11,7 @@
 
 #include "commands.hpp"
 #include "copy_task.hpp"
+#include "gpt_task.hpp"
 #include "head_analysis.hpp"
 #include "plot.hpp"
 #include "xgrad/io/checkpoint.hpp"
@@ -18,7 +20,7 @@ namespace xgrad::cli {
 namespace {
 
 struct HeadsOptions {
-    std::string checkpoint, out;
+    std::string checkpoint, out, text;
     int sequences = 256;
     std::uint64_t seed = 12345;
 };
@@ -35,7 +37,9 @@ Eval evaluate(const copy_task::Model<float>& model, const copy_task::Batch& batc
 
 int heads(const HeadsOptions& o) {
     namespace fs = std::filesystem;
-    const auto options = copy_task::ModelOptions::from_config(io::read_checkpoint_config(o.checkpoint), o.checkpoint);
+    const auto config = io::read_checkpoint_config(o.checkpoint);
+    if (config.count("n_layer")) return gpt_heads(o.checkpoint, o.out, o.sequences, o.seed, o.text);
+    const auto options = copy_task::ModelOptions::from_config(config, o.checkpoint);
     Generator unused_init(0);
     copy_task::Model<float> model(options, unused_init);
     io::load_state_dict(model, o.checkpoint);
@@ -96,12 +100,13 @@ int heads(const HeadsOptions& o) {
 
 void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
-    cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`")
+    cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy` or `xgrad train gpt`")
         ->required()
         ->check(CLI::ExistingFile);
     cmd.add_option("--out", o.out, "folder for heads.png, the mean attention map of every head (default: none)");
     cmd.add_option("--sequences", o.sequences, "held-out sequences to run")->check(between(1, 100000));
     cmd.add_option("--seed", o.seed, "seed of the held-out sequences");
+    cmd.add_option("--text", o.text, "a GPT's text (default: the fortunes package, as train gpt)")->check(CLI::ExistingFile);
     cmd.callback([] { selected_action() = [] { return heads(o); }; });
 }
 

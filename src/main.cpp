@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     setup_sample(*app.add_subcommand("sample", "continue a prompt with a trained GPT, streaming tokens"));
     setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
     setup_heads(*app.add_subcommand(
-        "heads", "label every attention head of a `train copy` checkpoint, rank them by ablation"));
+        "heads", "label every attention head of a `train copy` or `train gpt` checkpoint, rank them by ablation"));
     setup_inspect(*app.add_subcommand(
         "inspect", "print the tape of one MultiheadAttention forward and backward: ops, names, shapes, gradients"));
     setup_attention(*app.add_subcommand(

@@ -1,0 +1,120 @@
+// `xgrad heads` on a GPT checkpoint: for every layer and head, the scores of head_analysis.hpp on
+// windows of the val text (previous-token mass = offset -1, first-token mass, uniformity), the
+// induction score of Olsson et al. 2022 (on sequences of random tokens repeated twice, the mean
+// attention from each token of the second copy to the token after its first occurrence), a label,
+// and the importance by ablation (val loss with the head's slice of c_proj removed).
+#include <filesystem>
+#include <string>
+
+#include <fmt/core.h>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+#include "gpt_task.hpp"
+#include "head_analysis.hpp"
+#include "plot.hpp"
+
+namespace xgrad::cli {
+
+namespace {
+
+// (N, H, T, T) per layer: the weights of every head on the sequences idx (N, T).
+std::vector<xt::xtensor<float, 4>> layer_weights(const nn::GPT<float>& model, const xt::xtensor<std::int64_t, 2>& idx) {
+    const NoGrad no_grad;
+    const auto out = model.forward(idx, {.need_weights = true});
+    const std::size_t N = idx.shape()[0], T = idx.shape()[1], H = model.config.n_head;
+    std::vector<xt::xtensor<float, 4>> w;
+    for (const auto& v : out.attn_weights) {
+        xt::xtensor<float, 4> a = xt::xtensor<float, 4>::from_shape({N, H, T, T});
+        std::copy(v.value().begin(), v.value().end(), a.begin());  // (N·H, T, T) in that order
+        w.push_back(std::move(a));
+    }
+    return w;
+}
+
+double val_loss(const nn::GPT<float>& model, const xt::xtensor<std::int64_t, 2>& x, const xt::xtensor<std::int64_t, 2>& y) {
+    const NoGrad no_grad;
+    return double(nn::gpt_loss(model(x), y).value()());
+}
+
+}  // namespace
+
+int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
+              const std::string& text_file) {
+    gpt_task::LoadedModel m = gpt_task::load_model(checkpoint);
+    nn::GPT<float>& model = m.model;
+    const auto& c = model.config;
+    const std::size_t T = c.block_size, N = std::size_t(sequences), H = c.n_head, L = c.n_layer, D = c.n_embd / H;
+    if (!m.tokenizer) throw value_error(checkpoint + ": heads of an llm.c model need its text; use a train gpt checkpoint");
+    const text::Corpus corpus = text_file.empty() ? gpt_task::default_corpus() : text::Corpus::map_file(text_file);
+    const text::Windows windows(corpus, *m.tokenizer, 0.1);
+    Generator gen(seed);
+    xt::xtensor<std::int64_t, 2> x, y;
+    windows.batch(text::Split::val, N, T, gen, x, y);
+
+    // Induction: random tokens r_0 .. r_{R-1} twice; query R + k (k >= 0) should attend to key k + 1.
+    const std::size_t R = T / 2;
+    xt::xtensor<std::int64_t, 2> repeated = xt::xtensor<std::int64_t, 2>::from_shape({N, 2 * R});
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t k = 0; k < R; ++k)
+            repeated(n, k) = repeated(n, R + k) = std::int64_t(gen.uniform() * double(m.usable_vocab));
+    const auto text_weights = layer_weights(model, x);
+    const auto repeat_weights = layer_weights(model, repeated);
+
+    const double full = val_loss(model, x, y);
+    fmt::print("{}: GPT {} layers, {} heads, embed {}; {} val windows of {} tokens from {}\n", checkpoint, L, H, c.n_embd,
+               N, T, corpus.name());
+    fmt::print("val loss {:.4f}\n\n", full);
+    fmt::print("{:>5} {:>4}  {:<27} {:>10} {:>9} {:>11} {:>10} {:>15}\n", "layer", "head", "label", "prev-token",
+               "induction", "first-token", "uniformity", "ablation: loss");
+    xt::xtensor<double, 3> maps = xt::xtensor<double, 3>::from_shape({L * H, 2 * R, 2 * R});
+    AttentionMaps labels;
+    std::size_t previous_heads = 0, induction_heads = 0;
+    for (std::size_t l = 0; l < L; ++l) {
+        const auto scores = score_heads(text_weights[l], true, 0);
+        auto& proj = model.transformer.h[l].attn.c_proj.weight.value();
+        for (std::size_t h = 0; h < H; ++h) {
+            const auto& w = repeat_weights[l];
+            double induction = 0;
+            for (std::size_t n = 0; n < N; ++n)
+                for (std::size_t k = 0; k + 1 < R; ++k) induction += w(n, h, R + k, k + 1);
+            induction /= double(N * (R - 1));
+            double previous = 0;  // mean weight on key i - 1 (queries i >= 1)
+            for (std::size_t n = 0; n < N; ++n)
+                for (std::size_t i = 1; i < T; ++i) previous += text_weights[l](n, h, i, i - 1);
+            previous /= double(N * (T - 1));
+            const auto& s = scores[h];
+            const std::string label = induction >= 0.3 && induction > previous ? "induction"
+                                      : previous >= 0.5                     ? "previous token"
+                                                                             : head_label(s, 0);
+            previous_heads += label == "previous token", induction_heads += label == "induction";
+            auto columns = xt::view(proj, xt::all(), xt::range(h * D, h * D + D));  // the head's share of c_proj
+            const xt::xtensor<float, 2> saved = columns;
+            columns = xt::zeros<float>(saved.shape());
+            const double ablated = val_loss(model, x, y);
+            columns = saved;
+            fmt::print("{:>5} {:>4}  {:<27} {:>10.3f} {:>9.3f} {:>11.3f} {:>10.3f} {:>+15.4f}\n", l, h, label, previous,
+                       induction, s.first_token_mass, s.uniformity, ablated - full);
+            for (std::size_t i = 0; i < 2 * R; ++i)
+                for (std::size_t j = 0; j < 2 * R; ++j) {
+                    double mean = 0;
+                    for (std::size_t n = 0; n < N; ++n) mean += w(n, h, i, j);
+                    maps(l * H + h, i, j) = mean / double(N);
+                }
+            labels.panel_titles.push_back(fmt::format("layer {} head {}: {}", l, h, label));
+        }
+    }
+    fmt::print("\n{} previous-token head(s), {} induction head(s)\n", previous_heads, induction_heads);
+    if (out_dir.empty()) return 0;
+    for (std::size_t t = 0; t < 2 * R; ++t) labels.key_labels.push_back(fmt::format("{}{}", t < R ? "a" : "b", t % R));
+    labels.query_labels = labels.key_labels;
+    labels.title = fmt::format("mean attention on {} random sequences of {} tokens repeated twice (a = first copy, "
+                               "b = second): induction heads attend from b_k to a_(k+1)", N, R);
+    const auto png = attention_grid_png(maps, labels);
+    std::filesystem::create_directories(out_dir);
+    write_png(std::filesystem::path(out_dir) / "heads.png", png);
+    fmt::print("wrote {}/heads.png\n", out_dir);
+    return 0;
+}
+
+}  // namespace xgrad::cli
