@@ -1,10 +1,11 @@
 # Sourced by scripts/setup.sh and the other scripts that build xgrad.
-# Compiler, build system and the libraries xgrad is written against (README: "Packages").
+# Compiler, build system, the libraries xgrad is written against and the default text of `xgrad
+# train gpt` (README: "Packages").
 # shellcheck disable=SC2034  # used by the scripts that source this file
 XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev libboost-dev
   doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libcairo2-dev fonts-dejavu-core graphviz python3-numpy
-  libopenmpi-dev openmpi-bin"
+  libopenmpi-dev openmpi-bin fortunes"
 
 # xgrad_install_missing PKG...: installs those of the Debian packages PKG... that are not installed
 # yet, with apt-get (as root or through sudo), quietly: its output goes to $XGRAD_APT_LOG (default
