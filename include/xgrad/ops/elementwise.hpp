@@ -26,15 +26,24 @@ const A& operand(const A& a, const char* op, const char* which) {
 }
 }  // namespace detail
 
-#define XGRAD_UNARY_OP(NAME, F, D)                                   \
+// A SIMD batch (xsimd::batch<float or double>): the vector overloads of f and d below take one.
+template <class X>
+concept SimdBatch = !std::floating_point<X> && requires { typename X::value_type; X::size; };
+
+// f and d on a float or double (ARG: std::floating_point); the ops declared with
+// XGRAD_VECTOR_UNARY_OP take a SIMD batch too (their F and D are written for both:
+// ops/elementwise_math.hpp), which linear's GELU runs a vector at a time.
+#define XGRAD_UNARY_OP_OF(ARG, NAME, F, D)                           \
     struct NAME##_op {                                               \
         static constexpr const char* name = #NAME;                   \
-        template <std::floating_point X>                             \
+        template <class X>                                           \
+            requires(ARG<X>)                                         \
         X f(X x) const {                                             \
             return F;                                                \
         }                                                            \
-        template <std::floating_point X>                             \
-        X d([[maybe_unused]] X x) const {                                         \
+        template <class X>                                           \
+            requires(ARG<X>)                                         \
+        X d([[maybe_unused]] X x) const {                            \
             return D;                                                \
         }                                                            \
     };                                                               \
@@ -42,6 +51,10 @@ const A& operand(const A& a, const char* op, const char* which) {
     Expr<NAME##_op, A> NAME(const A& a) {                            \
         return make_expr(NAME##_op{}, detail::operand(a, #NAME, "operand")); \
     }
+template <class X>
+concept ScalarOrBatch = std::floating_point<X> || SimdBatch<X>;
+#define XGRAD_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(std::floating_point, NAME, F, D)
+#define XGRAD_VECTOR_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(ScalarOrBatch, NAME, F, D)
 
 #define XGRAD_BINARY_OP(NAME, SYMBOL, F, DA, DB)                                 \
     struct NAME##_op {                                                           \
@@ -92,11 +105,13 @@ XGRAD_UNARY_OP(relu,    x < 0 ? X(0) : x,                 x > 0 ? X(1) : X(0))  
 XGRAD_UNARY_OP(abs,     std::abs(x),                      x > 0 ? X(1) : (x < 0 ? X(-1) : X(0)))
 XGRAD_UNARY_OP(square,  x * x,                            2 * x)
 // GELU, exact form (PyTorch approximate='none'): x Φ(x); Φ' = standard normal density.
-XGRAD_UNARY_OP(gelu,    x * detail::normal_cdf(x),        detail::normal_cdf(x) + x * detail::normal_pdf(x))
+XGRAD_VECTOR_UNARY_OP(gelu, x * detail::normal_cdf(x),    detail::normal_cdf(x) + x * detail::normal_pdf(x))
 // GELU, tanh form (PyTorch approximate='tanh').
-XGRAD_UNARY_OP(gelu_tanh, detail::gelu_tanh_f(x),         detail::gelu_tanh_d(x))
+XGRAD_VECTOR_UNARY_OP(gelu_tanh, detail::gelu_tanh_f(x),  detail::gelu_tanh_d(x))
 
+#undef XGRAD_VECTOR_UNARY_OP
 #undef XGRAD_UNARY_OP
+#undef XGRAD_UNARY_OP_OF
 #undef XGRAD_BINARY_OP
 
 template <Expression A>

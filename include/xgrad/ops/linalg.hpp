@@ -152,6 +152,16 @@ public:
         if (activation == LinearActivation::gelu_tanh) f(gelu_tanh_op{});
         else f(gelu_op{});
     }
+    // out[i] = g(a[i], b[i]) for i in [begin, end), a SIMD vector at a time (the last one partial, so
+    // every element takes the same path); g takes two batches.
+    template <class G>
+    static void vectorized(const T* a, const T* b, T* out, std::size_t begin, std::size_t end, G g) {
+        constexpr std::size_t W = simd::lanes<T>;
+        std::size_t i = begin;
+        for (; i + W <= end; i += W)
+            g(simd::Vec<T>::load_unaligned(a + i), simd::Vec<T>::load_unaligned(b + i)).store_unaligned(out + i);
+        if (i < end) simd::store_part(out + i, g(simd::load_part(a + i, end - i), simd::load_part(b + i, end - i)), end - i);
+    }
 
     void forward() {
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
@@ -167,7 +177,7 @@ public:
             pre.assign(y, y + n);
             with_gelu([&](auto op) {
                 parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
-                    for (std::size_t i = begin; i < end; ++i) y[i] = op.f(pre[i]);
+                    vectorized(pre.data(), pre.data(), y, begin, end, [&](auto p, auto) { return op.f(p); });
                 });
             });
         }
@@ -189,7 +199,7 @@ public:
             else
                 with_gelu([&](auto op) {
                     parallel_for(n, 30.0 * double(n), [&](std::size_t begin, std::size_t end) {
-                        for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * op.d(pre[i]);
+                        vectorized(gy, pre.data(), gp, begin, end, [&](auto g, auto p) { return g * op.d(p); });
                     });
                 });
             gy = gp;
