@@ -9,8 +9,10 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <boost/hana.hpp>
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 #include <xtensor/xscalar.hpp>
@@ -137,8 +139,17 @@ void backprop(const Var<T, N>& v, const G& g) {
     if (gs.size() == N && std::equal(gs.begin(), gs.end(), grad.shape().begin())) {
         xt::noalias(grad) += g;
     } else {  // v was broadcast: sum the gradient over the broadcast axes
-        xt::xtensor<T, std::tuple_size_v<std::decay_t<decltype(gs)>>> full = g;
-        detail::add_reduced(full.data(), full.shape(), grad.data(), grad.shape());
+        // g evaluated into this thread's scratch, which only grows: a steady step allocates nothing
+        constexpr std::size_t M = std::tuple_size_v<std::decay_t<decltype(gs)>>;
+        thread_local std::vector<T> scratch;
+        std::array<std::size_t, M> shape;
+        std::copy(gs.begin(), gs.end(), shape.begin());
+        std::size_t size = 1;
+        for (const std::size_t d : shape) size *= d;
+        if (scratch.size() < size) scratch.resize(size);
+        auto full = xt::adapt(scratch.data(), size, xt::no_ownership(), shape);
+        xt::noalias(full) = g;
+        detail::add_reduced(scratch.data(), shape, grad.data(), grad.shape());
     }
 }
 template <Real T, class G>
