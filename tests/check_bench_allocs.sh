@@ -3,7 +3,7 @@
 # `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers):
 # checked for the MultiheadAttention workload and the Transformer ones (an encoder layer, and
 # encoder + decoder stacks with padding and causal masks, dropout in training mode, and 3DETR's
-# encoder with a (B, L, L) mask per layer).
+# encoder with a (B, L, L) mask per layer) and a GPT step (nanoGPT's loss, AdamW).
 # The configurations avoid the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
 # "Where the time goes on machine A"). Under AddressSanitizer nothing is counted (allocs_per_step
 # is null) and the check is skipped.
@@ -30,4 +30,5 @@ for dtype in float32 float64; do
         --dropout 0.1 --dtype "$dtype"
     check "masked_encoder $dtype" --model masked_encoder --batch 4 --seq 16 --embed 32 --heads 4 --ffn 64 --layers 2 \
         --dropout 0.1 --dtype "$dtype"
+    check "gpt $dtype" --model gpt --layers 2 --heads 4 --embed 32 --vocab 61 --batch 4 --seq 24 --dtype "$dtype"
 done
