@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 #include "xgrad/dist/context.hpp"
 
 namespace xgrad::cli {

@@ -1,6 +1,6 @@
-// `xgrad transformer`'s driver (transformer_tool.hpp): the config, the checked inputs, one forward
+// `xgrad transformer`'s driver (study/transformer.hpp): the config, the checked inputs, one forward
 // and backward of the module, the results written through an io::StagingDir.
-#include "transformer_tool.hpp"
+#include "study/transformer.hpp"
 
 #include <cmath>
 #include <map>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "npy_inputs.hpp"
+#include "study/npy_inputs.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/json_config.hpp"

@@ -1,7 +1,7 @@
-// `xgrad attention`'s driver (attention_tool.hpp): reading and checking the problem, forward +
+// `xgrad attention`'s driver (study/attention.hpp): reading and checking the problem, forward +
 // backward or Adam steps, the results written through an io::StagingDir.
-#include "attention_tool.hpp"
-#include "npy_inputs.hpp"
+#include "study/attention.hpp"
+#include "study/npy_inputs.hpp"
 
 #include <cmath>
 #include <map>

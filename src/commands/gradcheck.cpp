@@ -6,7 +6,7 @@
 
 #include <fmt/core.h>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 #include "xgrad/check/registry.hpp"
 
 namespace xgrad::cli {
