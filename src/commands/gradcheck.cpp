@@ -1,5 +1,5 @@
 // `xgrad gradcheck`: runs every registered gradcheck case (include/xgrad/check/registry.hpp; xgrad's
-// own in src/checks/), one row each, then "N passed, M failed"; --list names them without running.
+// own in checks/), one row each, then "N passed, M failed"; --list names them without running.
 #include <regex>
 #include <string>
 #include <vector>
