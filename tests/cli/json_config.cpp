@@ -14,6 +14,7 @@
 namespace test_cli_json_config {
 
 using namespace xgrad;
+using xgrad::testing::io_error_of;
 using xgrad::testing::ScratchDir;
 using xgrad::testing::write_bytes;
 
@@ -22,17 +23,6 @@ namespace {
 const char* valid_config = R"({"embed_dim": 6, "num_heads": 3, "bias": true, "add_bias_kv": false,
   "add_zero_attn": true, "kdim": null, "vdim": 5, "batch_first": true, "need_weights": false,
   "average_attn_weights": true})";
-
-// The message of the io_error f() throws; "no io_error" when it returns.
-template <class F>
-std::string io_error_of(F f) {
-    try {
-        f();
-    } catch (const io_error& e) {
-        return e.what();
-    }
-    return "no io_error";
-}
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 namespace test_io_io {
 
 using namespace xgrad;
+using xgrad::testing::io_error_of;
 using xgrad::testing::ScratchDir;
 using xgrad::testing::write_bytes;
 namespace fs = std::filesystem;
@@ -26,21 +27,6 @@ namespace {
 
 const fs::path npy_dir = fs::path(XGRAD_FIXTURES) / "io" / "npy";
 const fs::path npz_dir = fs::path(XGRAD_FIXTURES) / "io" / "npz";
-
-// The error message of f(), which must throw io_error.
-template <class F>
-std::string io_error_of(F f) {
-    try {
-        f();
-    } catch (const io_error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        FAIL("threw something other than io_error: " << e.what());
-        return "";
-    }
-    FAIL("did not throw");
-    return "";
-}
 
 // A .npy image with the given header text (padded as numpy does) and data bytes.
 std::string npy_image(const std::string& header, const std::string& data, int major = 1) {
