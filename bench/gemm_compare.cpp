@@ -1,4 +1,4 @@
-// Every GEMM of the MultiheadAttention training step (src/mha_workload.hpp) timed on xgrad's
+// Every GEMM of the MultiheadAttention training step (src/workloads/mha.hpp) timed on xgrad's
 // kernel (kernels/gemm_tiled.hpp) and on OpenBLAS, alternately in one process, one thread:
 //   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base"] [--reps R]
 // Prints a markdown table: median µs of each, their ratio and the largest relative difference

@@ -1,4 +1,4 @@
-// The libtorch peer of `xgrad bench`: the same training step (src/mha_workload.hpp) in
+// The libtorch peer of `xgrad bench`: the same training step (src/workloads/mha.hpp) in
 // libtorch's C++ frontend, timed the same way. Built only with -Dlibtorch=enabled.
 //   usage: libtorch_mha --batch B --seq L --embed E --heads H --dtype float32|float64
 //                       --threads T --steps N [--warmup W]

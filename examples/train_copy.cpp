@@ -1,8 +1,8 @@
 // A complete training loop: attention learns the copy task with Adam (the task and the model are
-// those of `xgrad train copy`, in src/copy_task.hpp; the tool adds logging, metrics and a checkpoint).
+// those of `xgrad train copy`, in src/tasks/copy.hpp; the tool adds logging, metrics and a checkpoint).
 #include <iostream>
 
-#include "copy_task.hpp"
+#include "tasks/copy.hpp"
 
 using namespace xgrad;
 

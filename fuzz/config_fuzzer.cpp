@@ -1,16 +1,17 @@
-// libFuzzer harness: io::parse_attention_config on arbitrary text; an accepted config must be
-// consistent. xgrad::error is the expected answer to bad input; any other exception is a finding.
+// libFuzzer harness: the xgrad tool's cli::parse_attention_config (src/study/json_config.hpp) on
+// arbitrary text; an accepted config must be consistent. xgrad::error is the expected answer to bad
+// input; any other exception is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include <xgrad/io/json_config.hpp>
+#include "study/json_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    xgrad::io::AttentionConfig c;
+    xgrad::cli::AttentionConfig c;
     try {
-        c = xgrad::io::parse_attention_config(std::string(reinterpret_cast<const char*>(data), size), "config.json");
+        c = xgrad::cli::parse_attention_config(std::string(reinterpret_cast<const char*>(data), size), "config.json");
     } catch (const xgrad::error&) {
         return 0;
     }

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 #include "xgrad/dist/context.hpp"
 
 namespace xgrad::cli {
@@ -108,15 +108,8 @@ int main(int argc, char** argv) {
         return selected_action() ? selected_action()() : 2;
     } catch (const std::exception& e) {
         // One line, named after the command that failed: "xgrad train copy: ..." ("... rank 1: ..."
-        // under mpirun, where it then ends every rank: the others may wait for this one forever).
-        std::string message = e.what();
-        for (char& c : message)
-            if (c == '\n') c = ' ';
+        // under mpirun, where it then ends every rank), as dist::run ends a user's program.
         deepest(app, where);
-        const xgrad::dist::Context* ctx = xgrad::dist::Context::current();
-        if (ctx && ctx->world_size() > 1) where += ": rank " + std::to_string(ctx->rank());
-        std::cerr << (where + ": " + message + '\n') << std::flush;  // one write: ranks do not interleave
-        if (ctx) ctx->abort(2);
-        return 2;
+        return xgrad::dist::report_failure(where, e, xgrad::dist::Context::current());
     }
 }

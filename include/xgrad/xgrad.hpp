@@ -1,5 +1,5 @@
 // xgrad: reverse-mode autodiff over xtensor. Include this one header.
-// (File formats live apart in xgrad/io/*.hpp: they need libzip and nlohmann-json.)
+// (File formats live apart in xgrad/io/*.hpp: they need libzip.)
 #pragma once
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/tape.hpp"

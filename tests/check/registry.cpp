@@ -1,4 +1,4 @@
-// The registered gradchecks (xgrad/check/registry.hpp; xgrad's own in src/checks/), walked case by
+// The registered gradchecks (xgrad/check/registry.hpp; xgrad's own in checks/), walked case by
 // case: one test case per family, one CHECK per case, named in the failure. Also: every public op
 // and module has a case, every family is walked here, and find_gradchecks / run_gradcheck.
 #include <set>
@@ -16,7 +16,7 @@ using namespace xgrad;
 
 namespace {
 
-// One per file in src/checks/; a new family needs its test case below.
+// One per file in checks/; a new family needs its test case below.
 const std::set<std::string> families{"elementwise", "reduce",    "linalg",    "shape",           "softmax",
                                      "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags",
                                      "transformer", "gpt"};

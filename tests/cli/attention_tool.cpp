@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "attention_tool.hpp"
 #include "io/io_test_util.hpp"
+#include "study/attention.hpp"
 #include "xgrad/io/npy.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.

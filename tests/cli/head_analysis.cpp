@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "head_analysis.hpp"
+#include "study/head_analysis.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
 namespace test_cli_head_analysis {

@@ -1,4 +1,4 @@
-// The benchmark's workload (src/mha_workload.hpp: nn::MultiheadAttention's fused heads-in-place
+// The benchmark's workload (src/workloads/mha.hpp: nn::MultiheadAttention's fused heads-in-place
 // path, MSE, Adam) against the same step composed from the library's general ops (linear, slice,
 // transpose, split_heads, scaled_dot_product_attention, merge_heads): same losses, step by step.
 #include <array>
@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include "mha_workload.hpp"
+#include "workloads/mha.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
 namespace test_cli_mha_workload {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "plot.hpp"
-#include "progress.hpp"
+#include "commands/plot.hpp"
+#include "commands/progress.hpp"
 #include "xgrad/core/error.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.

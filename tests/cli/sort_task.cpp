@@ -1,4 +1,4 @@
-// The data and the decoding of `xgrad train sort` (src/sort_task.hpp), and the per-head
+// The data and the decoding of `xgrad train sort` (src/tasks/sort.hpp), and the per-head
 // cross-attention weights its picture reads from nn::TransformerDecoder.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "sort_task.hpp"
+#include "tasks/sort.hpp"
 
 namespace test_cli_sort_task {
 

@@ -9,10 +9,10 @@
 #include <sstream>
 #include <string>
 
-#include "inspect_tool.hpp"
 #include "io/io_test_util.hpp"
+#include "study/inspect.hpp"
+#include "study/transformer.hpp"
 #include "support/fixtures.hpp"
-#include "transformer_tool.hpp"
 #include "xgrad/io/npy.hpp"
 #include "xgrad/io/npz.hpp"
 

@@ -33,7 +33,7 @@ TEST_CASE("unary ops match their scalar definitions") {
 }
 
 // Every op's gradient, broadcast operands included, is checked by the registered gradchecks
-// (src/checks/elementwise.cpp, walked by tests/check/registry.cpp).
+// (checks/elementwise.cpp, walked by tests/check/registry.cpp).
 TEST_CASE("binary ops broadcast like numpy") {
     // broadcast values: (3,1) * (1,4) is an outer product
     auto c = constant(T2{{1}, {2}, {3}});

@@ -1,5 +1,5 @@
-// npy / npz / state dict / JSON config round trips, numpy-written fixtures, every bad-input path.
-// (The `xgrad attention` end-to-end cases are in tests/cli/attention_tool.cpp.)
+// npy / npz / state dict round trips, numpy-written fixtures, every bad-input path.
+// (`xgrad attention`'s config: tests/cli/json_config.cpp; its end-to-end cases: tests/cli/attention_tool.cpp.)
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -8,7 +8,6 @@
 #include <string>
 
 #include "io_test_util.hpp"
-#include "xgrad/io/json_config.hpp"
 #include "xgrad/io/npy.hpp"
 #include "xgrad/io/npz.hpp"
 #include "xgrad/io/state_dict.hpp"
@@ -19,6 +18,7 @@
 namespace test_io_io {
 
 using namespace xgrad;
+using xgrad::testing::io_error_of;
 using xgrad::testing::ScratchDir;
 using xgrad::testing::write_bytes;
 namespace fs = std::filesystem;
@@ -27,21 +27,6 @@ namespace {
 
 const fs::path npy_dir = fs::path(XGRAD_FIXTURES) / "io" / "npy";
 const fs::path npz_dir = fs::path(XGRAD_FIXTURES) / "io" / "npz";
-
-// The error message of f(), which must throw io_error.
-template <class F>
-std::string io_error_of(F f) {
-    try {
-        f();
-    } catch (const io_error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        FAIL("threw something other than io_error: " << e.what());
-        return "";
-    }
-    FAIL("did not throw");
-    return "";
-}
 
 // A .npy image with the given header text (padded as numpy does) and data bytes.
 std::string npy_image(const std::string& header, const std::string& data, int major = 1) {
@@ -77,10 +62,6 @@ Net<T> make_net() {
     n.fc2 = nn::Linear<T>(4, 2, gen);
     return n;
 }
-
-const char* valid_config = R"({"embed_dim": 6, "num_heads": 3, "bias": true, "add_bias_kv": false,
-  "add_zero_attn": true, "kdim": null, "vdim": 5, "batch_first": true, "need_weights": false,
-  "average_attn_weights": true})";
 
 }  // namespace
 
@@ -332,53 +313,6 @@ TEST_CASE("state dict: missing, unexpected and mis-shaped keys in one error; the
     arrays["fc1.bias"] = io::NpyArray::from(xt::xtensor<std::int64_t, 1>{1, 2, 3, 4});
     CHECK(io_error_of([&] { io::load_state_dict(net, arrays, {.convert_dtype = true}); }).find("has dtype int64") !=
           std::string::npos);
-}
-
-TEST_CASE("attention config: parses every field; bad configs name the file and the field") {
-    const auto c = io::parse_attention_config(valid_config, "cfg.json");
-    CHECK(c.mha.embed_dim == 6);
-    CHECK(c.mha.num_heads == 3);
-    CHECK(c.mha.bias);
-    CHECK_FALSE(c.mha.add_bias_kv);
-    CHECK(c.mha.add_zero_attn);
-    CHECK_FALSE(c.mha.kdim.has_value());
-    CHECK(c.mha.vdim == std::optional<std::size_t>(5));
-    CHECK(c.mha.batch_first);
-    CHECK_FALSE(c.need_weights);
-    CHECK(c.average_attn_weights);
-    auto edited = [](const std::string& from, const std::string& to) {
-        std::string s = valid_config;
-        s.replace(s.find(from), from.size(), to);
-        return s;
-    };
-    const std::pair<std::string, std::string> bad[] = {
-        {edited("\"embed_dim\": 6, ", ""), "field \"embed_dim\" is missing"},
-        {edited("\"bias\": true", "\"bias\": 1"), "field \"bias\" must be true or false"},
-        {edited("\"num_heads\": 3", "\"num_heads\": \"3\""), "field \"num_heads\" must be a positive integer"},
-        {edited("\"num_heads\": 3", "\"num_heads\": 0"), "field \"num_heads\" must be a positive integer"},
-        {edited("\"embed_dim\": 6", "\"embed_dim\": 6.5"), "field \"embed_dim\" must be a positive integer"},
-        {edited("\"vdim\": 5", "\"vdim\": -5"), "field \"vdim\" must be a positive integer or null"},
-        {edited("\"kdim\": null", "\"kdim\": false"), "field \"kdim\" must be a positive integer or null"},
-        {edited("\"num_heads\": 3", "\"num_heads\": 4"), "field \"embed_dim\" (6) must be divisible by num_heads (4)"},
-        {edited("\"bias\": true", "\"bias\": true, \"dropout\": 0.1"), "unknown field \"dropout\""},
-        {edited("}", ""), "malformed JSON"},
-        {"[1, 2]", "must be a JSON object"},
-        {edited("\"vdim\": 5", "\"vdim\": 1e400"), "malformed JSON"},  // out of double's range
-        // a structured value is named by its type: printing a deeply nested one would exhaust the stack
-        {edited("\"vdim\": 5", "\"vdim\": " + std::string(100000, '[') + std::string(100000, ']')),
-         "field \"vdim\" must be a positive integer or null, got an array"},
-    };
-    for (const auto& [text, why] : bad) {
-        const std::string msg = io_error_of([&] { io::parse_attention_config(text, "dir/config.json"); });
-        INFO(msg);
-        CHECK(msg.find("dir/config.json") == 0);
-        CHECK(msg.find(why) != std::string::npos);
-    }
-    ScratchDir dir;
-    CHECK(io_error_of([&] { io::read_attention_config(dir.path / "config.json"); }).find("config.json: no such file") !=
-          std::string::npos);
-    write_bytes(dir.path / "config.json", valid_config);
-    CHECK(io::read_attention_config(dir.path / "config.json").mha.vdim == std::optional<std::size_t>(5));
 }
 
 }  // namespace test_io_io

@@ -1,7 +1,9 @@
-// Helpers for the io tests: a scratch directory removed at scope exit, raw file bytes.
+// Helpers for the io tests: a scratch directory removed at scope exit, raw file bytes, the message
+// of an io_error.
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +11,10 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include "xgrad/core/error.hpp"
 
 namespace xgrad::testing {
 
@@ -45,6 +51,21 @@ inline void write_bytes(const std::filesystem::path& p, const std::string& bytes
 inline std::string read_bytes(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The error message of f(), which must throw io_error.
+template <class F>
+std::string io_error_of(F f) {
+    try {
+        f();
+    } catch (const io_error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        FAIL("threw something other than io_error: " << e.what());
+        return "";
+    }
+    FAIL("did not throw");
+    return "";
 }
 
 }  // namespace xgrad::testing

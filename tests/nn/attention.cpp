@@ -1,6 +1,6 @@
 // scaled_dot_product_attention and nn::MultiheadAttention: initialization, dropout, errors, SDPA's
 // mask types. Values (PyTorch parity and by hand): attention_parity.cpp. Their gradchecks (every
-// flag combination and mask kind): src/checks/attention.cpp and attention_flags.cpp.
+// flag combination and mask kind): checks/attention.cpp and attention_flags.cpp.
 #include <algorithm>
 #include <array>
 #include <cmath>

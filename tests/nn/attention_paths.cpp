@@ -2,7 +2,7 @@
 // must give what the reference composition of plain ops gives, the output and every gradient, on
 // every mask kind, with dropout, and on lengths that cross SIMD vectors and the softmax's chunks
 // of columns; the fused op's study internals must be those of the weights op; and its result
-// must not depend on the thread count. The module's gradchecks: src/checks/attention_flags.cpp.
+// must not depend on the thread count. The module's gradchecks: checks/attention_flags.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

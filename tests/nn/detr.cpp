@@ -1,7 +1,7 @@
 // nn::DetrTransformer against the same pipeline written out of the layers (the encoder, decoder
 // and query_embed it holds), its names, initialization and errors; and the module paths that
 // NameScope gives the nodes of a stack (xgrad inspect tells the layers apart). Gradients:
-// the "DetrTransformer" gradcheck (src/checks/transformer.cpp).
+// the "DetrTransformer" gradcheck (checks/transformer.cpp).
 #include <algorithm>
 #include <set>
 #include <string>

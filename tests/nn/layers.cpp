@@ -1,5 +1,5 @@
 // embedding op and the Embedding, LayerNorm, Dropout, PositionalEncoding modules (their gradchecks:
-// src/checks/nn_layers.cpp).
+// checks/nn_layers.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Tests for matmul and linear: hand-computed values, plain-loop references, errors (gradchecks:
-// src/checks/linalg.cpp).
+// checks/linalg.cpp).
 #include <doctest/doctest.h>
 
 #include <limits>

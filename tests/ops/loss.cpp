@@ -1,5 +1,5 @@
 // mse_loss and cross_entropy: PyTorch parity (tests/fixtures/make_loss_norm.py), errors (gradchecks:
-// src/checks/loss.cpp).
+// checks/loss.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // layer_norm (PyTorch parity, errors) and dropout (statistics, determinism); their gradchecks are in
-// src/checks/norm_dropout.cpp.
+// checks/norm_dropout.cpp.
 #include <doctest/doctest.h>
 
 #include <array>

@@ -1,4 +1,4 @@
-// sum, mean, max: values, keepdims, axes, gradients by hand, errors (gradchecks: src/checks/reduce.cpp).
+// sum, mean, max: values, keepdims, axes, gradients by hand, errors (gradchecks: checks/reduce.cpp).
 #include <doctest/doctest.h>
 
 #include "xgrad/xgrad.hpp"

@@ -1,5 +1,5 @@
 // Shape ops: hand-computed values, round trips, hand-computed gradients, errors (gradchecks:
-// src/checks/shape.cpp).
+// checks/shape.cpp).
 #include <limits>
 #include <vector>
 

@@ -1,6 +1,6 @@
 // softmax, log_softmax and masked_softmax: values (by hand and against PyTorch fixtures), gradients
 // against PyTorch, exact zeros at masked positions, fully masked rows, errors (gradchecks:
-// src/checks/softmax.cpp).
+// checks/softmax.cpp).
 #include <cmath>
 #include <cstdint>
 #include <string>

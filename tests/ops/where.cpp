@@ -1,6 +1,6 @@
 // where and masked_fill: torch's values (by hand), broadcasting, -inf fills, gradients only through
 // the selected operand, the torch idioms of docs/masking.md, errors (gradchecks:
-// src/checks/elementwise.cpp).
+// checks/elementwise.cpp).
 #include <cmath>
 #include <limits>
 

@@ -125,9 +125,26 @@ private:
     int uncaught_at_start_ = 0;
 };
 
+// How a program ends on an exception: one line on stderr, "WHO: message" ("WHO: rank 1: message" in
+// a job of several ranks), its newlines folded and written at once so that ranks do not interleave.
+// Under mpirun (`ctx` active) it then ends every rank with exit status 2 (MPI_Abort): the others may
+// wait for this one forever. Otherwise it returns 2, the exit status of an xgrad error or bad input.
+// `ctx` is null when no process group was made. dist::run and the xgrad tool's main() end this way.
+inline int report_failure(const std::string& who, const std::exception& e, const Context* ctx) {
+    std::string message = e.what();
+    for (char& c : message)
+        if (c == '\n') c = ' ';
+    std::string line = who;
+    if (ctx && ctx->world_size() > 1) line += ": rank " + std::to_string(ctx->rank());
+    line += ": " + message + '\n';
+    std::fprintf(stderr, "%s", line.c_str());
+    if (ctx && ctx->active()) ctx->abort(2);
+    return 2;
+}
+
 // Runs body(ctx) inside a Context. An exception escaping it on any rank prints that rank's one-line
 // message ("xgrad: rank 1: ...") and ends the whole job with exit status 2 (MPI_Abort), never a
-// hang; outside mpirun the message is printed and 2 returned.
+// hang; outside mpirun the message is printed and 2 returned (report_failure).
 template <class Body>
 int run(int argc, char** argv, Body&& body) {
     std::optional<Context> ctx;
@@ -135,15 +152,8 @@ int run(int argc, char** argv, Body&& body) {
         ctx.emplace(&argc, &argv);
         return body(*ctx);
     } catch (const std::exception& e) {
-        std::string message = e.what();
-        for (char& c : message)
-            if (c == '\n') c = ' ';
-        if (ctx && ctx->world_size() > 1)
-            std::fprintf(stderr, "xgrad: rank %d: %s\n", ctx->rank(), message.c_str());
-        else
-            std::fprintf(stderr, "xgrad: %s\n", message.c_str());
-        if (ctx && ctx->active()) ctx->abort(2);
-        return 2;  // also when the Context could not be made (MPI missing under mpirun)
+        // also when the Context could not be made (MPI missing under mpirun)
+        return report_failure("xgrad", e, ctx ? &*ctx : nullptr);
     }
 }
 

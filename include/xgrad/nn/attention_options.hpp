@@ -1,5 +1,6 @@
 // The construction options of nn::MultiheadAttention (torch.nn.MultiheadAttention's arguments), in a
-// header of their own so that the JSON config parser (io/json_config.hpp) needs nothing else.
+// header of their own so that a parser of them (the xgrad tool's config of `xgrad attention`)
+// needs nothing else.
 #pragma once
 #include <cstddef>
 #include <optional>

@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 #include "xgrad/xgrad.hpp"
 
 namespace xgrad::cli {

@@ -12,27 +12,27 @@
 #include <set>
 #include <string>
 
-#include "commands.hpp"
-#include "npy_inputs.hpp"
+#include "commands/commands.hpp"
+#include "study/json_config.hpp"
+#include "study/npy_inputs.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/gpt_formats.hpp"
-#include "xgrad/io/json_config.hpp"
 
 namespace xgrad::cli {
 namespace {
 
 nn::GPTConfig read_gpt_config(const fs::path& path) {
     const std::string source = path.string();
-    const nlohmann::json j = io::parse_config_object(io::read_config_text(path), source);
+    const nlohmann::json j = parse_config_object(read_config_text(path), source);
     static const std::set<std::string> fields{"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "gelu"};
     for (const auto& [key, value] : j.items())
         if (!fields.count(key)) throw io_error(source + ": unknown field \"" + key + "\"");
-    const io::detail::ConfigReader r(j, source);
+    const ConfigReader r(j, source);
     nn::GPTConfig c;
     c.n_layer = r.positive("n_layer"), c.n_head = r.positive("n_head"), c.n_embd = r.positive("n_embd");
     c.block_size = r.positive("block_size"), c.vocab_size = r.positive("vocab_size"), c.bias = r.boolean("bias");
     const auto& gelu = r.get("gelu");
-    if (gelu != "erf" && gelu != "tanh") r.fail("gelu", "must be \"erf\" or \"tanh\", got " + io::detail::ConfigReader::shown(gelu));
+    if (gelu != "erf" && gelu != "tanh") r.fail("gelu", "must be \"erf\" or \"tanh\", got " + ConfigReader::shown(gelu));
     c.gelu = gelu == "tanh" ? nn::GeluForm::tanh : nn::GeluForm::erf;
     if (c.n_embd % c.n_head != 0)
         r.fail("n_head", "must divide n_embd " + std::to_string(c.n_embd) + ", got " + std::to_string(c.n_head));

@@ -1,7 +1,7 @@
 // `xgrad train sort`: a small nn::Transformer learns to sort a sequence of digits (teacher forcing
 // under a causal mask, Adam with a linear warmup); held-out sequences are decoded greedily and
 // scored by exact match and token accuracy. Under mpirun it trains data-parallel as train copy does
-// (src/distributed.hpp): --batch is the global batch split evenly, only rank 0 prints and writes.
+// (src/commands/distributed.hpp): --batch is the global batch split evenly, only rank 0 prints and writes.
 #include <algorithm>
 #include <filesystem>
 #include <vector>
@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xview.hpp>
 
-#include "commands.hpp"
-#include "distributed.hpp"
-#include "plot.hpp"
-#include "sort_task.hpp"
-#include "train_common.hpp"
+#include "commands/commands.hpp"
+#include "commands/distributed.hpp"
+#include "commands/plot.hpp"
+#include "commands/train_common.hpp"
+#include "tasks/sort.hpp"
 #include "xgrad/io/checkpoint.hpp"
 #include "xgrad/optim/schedule.hpp"
 

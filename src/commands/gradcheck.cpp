@@ -1,12 +1,12 @@
 // `xgrad gradcheck`: runs every registered gradcheck case (include/xgrad/check/registry.hpp; xgrad's
-// own in src/checks/), one row each, then "N passed, M failed"; --list names them without running.
+// own in checks/), one row each, then "N passed, M failed"; --list names them without running.
 #include <regex>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 #include "xgrad/check/registry.hpp"
 
 namespace xgrad::cli {

@@ -1,5 +1,5 @@
-// The tool's pictures with cairo: a loss chart and a grid of attention heatmaps (plot.hpp).
-#include "plot.hpp"
+// The tool's pictures with cairo: a loss chart and a grid of attention heatmaps (commands/plot.hpp).
+#include "commands/plot.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,11 +1,11 @@
 // `xgrad transformer --from IN --to OUT`: one forward and backward of a Transformer module
 // (encoder_layer, decoder_layer, encoder, decoder, transformer) stored as .npy files under
 // PyTorch's names. Bad input: one line on stderr naming the file or field, exit status 2, nothing
-// written to OUT. The file handling lives in transformer_tool.hpp.
+// written to OUT. The file handling lives in study/transformer.hpp.
 #include <string>
 
-#include "commands.hpp"
-#include "transformer_tool.hpp"
+#include "commands/commands.hpp"
+#include "study/transformer.hpp"
 
 namespace xgrad::cli {
 

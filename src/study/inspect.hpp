@@ -1,8 +1,8 @@
 // The driver behind `xgrad inspect --from IN`: one MultiheadAttention forward and backward on the
-// problem in IN (the folder format of `xgrad attention`, attention_tool.hpp), printed as a tape
+// problem in IN (the folder format of `xgrad attention`, study/attention.hpp), printed as a tape
 // listing; optionally the graph as Graphviz dot and every intermediate value and gradient as .npy
 // files. A folder in the format of `xgrad transformer` (config.json with a "module" field,
-// transformer_tool.hpp) runs that module's forward and backward instead: its inputs, parameters
+// study/transformer.hpp) runs that module's forward and backward instead: its inputs, parameters
 // (by state-dict name) and every attention's nodes are listed.
 //
 // When key.npy and value.npy hold the same array as query.npy, the three are passed as one Var x

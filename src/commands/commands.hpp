@@ -26,7 +26,7 @@ void setup_bench(CLI::App& cmd);
 // The action of the subcommand that was parsed; returns the exit status.
 std::function<int()>& selected_action();
 
-// Commands that run data-parallel under mpirun (src/distributed.hpp) add themselves in their
+// Commands that run data-parallel under mpirun (src/commands/distributed.hpp) add themselves in their
 // setup_*; main() refuses any other command started by mpirun (its ranks would each do the whole
 // job and write the same files).
 std::set<const CLI::App*>& data_parallel_commands();

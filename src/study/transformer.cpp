@@ -1,6 +1,6 @@
-// `xgrad transformer`'s driver (transformer_tool.hpp): the config, the checked inputs, one forward
+// `xgrad transformer`'s driver (study/transformer.hpp): the config, the checked inputs, one forward
 // and backward of the module, the results written through an io::StagingDir.
-#include "transformer_tool.hpp"
+#include "study/transformer.hpp"
 
 #include <cmath>
 #include <map>
@@ -9,23 +9,23 @@
 #include <string>
 #include <vector>
 
-#include "npy_inputs.hpp"
+#include "study/json_config.hpp"
+#include "study/npy_inputs.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/io/file.hpp"
-#include "xgrad/io/json_config.hpp"
 #include "xgrad/nn/transformer.hpp"
 
 namespace xgrad::cli {
 
 TransformerConfig parse_transformer_config(const std::string& text, const std::string& source) {
-    const nlohmann::json j = io::parse_config_object(text, source);
-    const io::detail::ConfigReader r(j, source);
+    const nlohmann::json j = parse_config_object(text, source);
+    const ConfigReader r(j, source);
     TransformerConfig c;
     const auto& module = r.get("module");
     static const std::set<std::string> modules{"encoder_layer", "decoder_layer", "encoder", "decoder", "transformer"};
     if (!module.is_string() || !modules.count(module.get<std::string>()))
         r.fail("module", "must be \"encoder_layer\", \"decoder_layer\", \"encoder\", \"decoder\" or \"transformer\", got " +
-                             io::detail::ConfigReader::shown(module));
+                             ConfigReader::shown(module));
     c.module = module.get<std::string>();
     const bool stack = c.module == "encoder" || c.module == "decoder", transformer = c.module == "transformer";
     std::set<std::string> fields{"module",         "d_model",     "nhead",     "dim_feedforward", "activation",
@@ -42,11 +42,11 @@ TransformerConfig parse_transformer_config(const std::string& text, const std::s
     lo.dropout = 0;
     const auto& act = r.get("activation");
     if (act != "relu" && act != "gelu")
-        r.fail("activation", "must be \"relu\" or \"gelu\", got " + io::detail::ConfigReader::shown(act));
+        r.fail("activation", "must be \"relu\" or \"gelu\", got " + ConfigReader::shown(act));
     lo.activation = act == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
     const auto& eps = r.get("layer_norm_eps");
     if (!eps.is_number() || !std::isfinite(eps.get<double>()) || eps.get<double>() < 0)
-        r.fail("layer_norm_eps", "must be a finite number >= 0, got " + io::detail::ConfigReader::shown(eps));
+        r.fail("layer_norm_eps", "must be a finite number >= 0, got " + ConfigReader::shown(eps));
     lo.layer_norm_eps = eps.get<double>();
     lo.batch_first = r.boolean("batch_first"), lo.norm_first = r.boolean("norm_first");
     if (lo.d_model % lo.nhead != 0)
@@ -215,12 +215,12 @@ bool is_transformer_folder(const fs::path& in) {
     std::error_code ec;
     if (!fs::is_regular_file(in / "config.json", ec)) return false;
     const fs::path config = in / "config.json";
-    return io::parse_config_object(io::read_config_text(config), config.string()).contains("module");
+    return parse_config_object(read_config_text(config), config.string()).contains("module");
 }
 
 TransformerResults compute_transformer(const fs::path& in) {
     const fs::path config = in / "config.json";
-    const TransformerConfig cfg = parse_transformer_config(io::read_config_text(config), config.string());
+    const TransformerConfig cfg = parse_transformer_config(read_config_text(config), config.string());
     const NpyArray first = *read_input(in, first_input(cfg));
     if (first.shape.size() != 2 && first.shape.size() != 3)
         throw io_error(first.source + ": has shape " + shape_str(first.shape) + ", expected 3-D (batched) or 2-D (unbatched)");

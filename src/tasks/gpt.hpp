@@ -14,7 +14,7 @@
 
 #include <fmt/core.h>
 
-#include "plot.hpp"
+#include "commands/plot.hpp"
 #include "xgrad/core/tape.hpp"
 #include "xgrad/io/checkpoint.hpp"
 #include "xgrad/io/gpt_formats.hpp"
@@ -153,7 +153,7 @@ inline std::vector<unsigned char> attention_png(const nn::GPT<float>& model, con
 }  // namespace xgrad::gpt_task
 
 namespace xgrad::cli {
-// `xgrad heads` on a GPT checkpoint (gpt_heads.cpp): prints the table, writes OUT/heads.png.
+// `xgrad heads` on a GPT checkpoint (study/gpt_heads.cpp): prints the table, writes OUT/heads.png.
 int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
               const std::string& text_file);
 }  // namespace xgrad::cli

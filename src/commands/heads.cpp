@@ -1,7 +1,7 @@
 // `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. Runs held-out
-// sequences, scores and labels every head (head_analysis.hpp), measures its importance by ablation
+// sequences, scores and labels every head (study/head_analysis.hpp), measures its importance by ablation
 // (the held-out loss and accuracy with the head's output removed) and draws the mean attention maps.
-// A `train gpt` checkpoint: every layer's heads on its text, with induction scores (gpt_heads.cpp).
+// A `train gpt` checkpoint: every layer's heads on its text, with induction scores (study/gpt_heads.cpp).
 #include <filesystem>
 #include <string>
 
@@ -9,11 +9,11 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include "commands.hpp"
-#include "copy_task.hpp"
-#include "gpt_task.hpp"
-#include "head_analysis.hpp"
-#include "plot.hpp"
+#include "commands/commands.hpp"
+#include "commands/plot.hpp"
+#include "study/head_analysis.hpp"
+#include "tasks/copy.hpp"
+#include "tasks/gpt.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {

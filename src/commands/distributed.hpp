@@ -1,7 +1,7 @@
 // What every data-parallel `xgrad` command shares (train copy, bench; any train command):
 // the process group, the even split of a global batch over the ranks, and rank 0 as the only
 // rank that prints and writes. Outside mpirun it is world size 1 and changes nothing. A command
-// using it registers in its setup_* with data_parallel_commands().insert(&cmd) (commands.hpp).
+// using it registers in its setup_* with data_parallel_commands().insert(&cmd) (commands/commands.hpp).
 #pragma once
 #include <cmath>
 #include <cstddef>

@@ -14,11 +14,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
-#include "distributed.hpp"
-#include "gpt_task.hpp"
-#include "plot.hpp"
-#include "train_common.hpp"
+#include "commands/commands.hpp"
+#include "commands/distributed.hpp"
+#include "tasks/gpt.hpp"
+#include "commands/plot.hpp"
+#include "commands/train_common.hpp"
 #include "xgrad/optim/clip.hpp"
 #include "xgrad/optim/schedule.hpp"
 

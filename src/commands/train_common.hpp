@@ -18,10 +18,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
-#include "distributed.hpp"
-#include "plot.hpp"
-#include "progress.hpp"
+#include "commands/commands.hpp"
+#include "commands/distributed.hpp"
+#include "commands/plot.hpp"
+#include "commands/progress.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {
@@ -63,7 +63,7 @@ TrainProgress train_progress(const Options& o, int first_step, bool quiet, std::
 }
 
 // --deterministic, and the command registered as data-parallel: under mpirun --batch is the global
-// batch (even_shard), only rank 0 prints and writes (src/distributed.hpp).
+// batch (even_shard), only rank 0 prints and writes (src/commands/distributed.hpp).
 template <class Options>
 void add_data_parallel_options(CLI::App& cmd, Options& o) {
     cmd.add_flag("--deterministic", o.deterministic,

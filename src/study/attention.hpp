@@ -16,7 +16,7 @@
 #include <optional>
 #include <variant>
 
-#include "xgrad/io/json_config.hpp"
+#include "study/json_config.hpp"
 #include "xgrad/nn/attention.hpp"
 
 namespace xgrad::cli {
@@ -33,7 +33,7 @@ struct AttentionAdamOptions {
 // the forward options (masks) and the output gradient. T and N come from query.npy.
 template <Real T, std::size_t N>
 struct AttentionProblem {
-    io::AttentionConfig config;
+    AttentionConfig config;
     nn::MultiheadAttention<T> mha;  // eval mode
     xt::xtensor<T, N> query, key, value, grad_output;
     nn::MhaForwardOptions<T> forward_options;

@@ -1,4 +1,6 @@
-// The JSON config of `xgrad attention` (nlohmann-json), parsed into MultiheadAttentionOptions:
+// The JSON configs of the commands that read a problem from a folder (nlohmann-json): the reader
+// `xgrad attention` and `xgrad transformer` (study/transformer.cpp) both use, and the config of
+// `xgrad attention`, parsed into the library's MultiheadAttentionOptions:
 //
 //   {"embed_dim": 4, "num_heads": 2, "bias": true, "add_bias_kv": false, "add_zero_attn": false,
 //    "kdim": null, "vdim": 3, "batch_first": false, "need_weights": true, "average_attn_weights": true}
@@ -9,6 +11,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -17,7 +20,7 @@
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/attention_options.hpp"
 
-namespace xgrad::io {
+namespace xgrad::cli {
 
 struct AttentionConfig {
     nn::MultiheadAttentionOptions mha;
@@ -26,11 +29,12 @@ struct AttentionConfig {
 };
 
 namespace detail {
-
 inline const char* const attention_config_fields[] = {"embed_dim",   "num_heads", "bias", "add_bias_kv",
                                                       "add_zero_attn", "kdim",    "vdim", "batch_first",
                                                       "need_weights",  "average_attn_weights"};
+}  // namespace detail
 
+// A config's fields, checked one by one: an io_error names the config (`source`) and the field.
 class ConfigReader {
 public:
     ConfigReader(const nlohmann::json& j, const std::string& source) : j_(j), src_(source) {}
@@ -72,8 +76,6 @@ private:
     const std::string& src_;
 };
 
-}  // namespace detail
-
 // The text of a config file; io_error naming it when it cannot be read.
 inline std::string read_config_text(const std::filesystem::path& path) {
     std::error_code ec;
@@ -106,7 +108,7 @@ inline AttentionConfig parse_attention_config(const std::string& text, const std
         for (const char* f : detail::attention_config_fields) known = known || key == f;
         if (!known) throw io_error(source + ": unknown field \"" + key + "\"");
     }
-    const detail::ConfigReader r(j, source);
+    const ConfigReader r(j, source);
     AttentionConfig c;
     c.mha.embed_dim = r.positive("embed_dim");
     c.mha.num_heads = r.positive("num_heads");
@@ -128,4 +130,4 @@ inline AttentionConfig read_attention_config(const std::filesystem::path& path) 
     return parse_attention_config(read_config_text(path), path.string());
 }
 
-}  // namespace xgrad::io
+}  // namespace xgrad::cli

@@ -1,9 +1,9 @@
-// `xgrad bench`: times the reference workload (mha_workload.hpp, the same step as the libtorch
+// `xgrad bench`: times the reference workload (workloads/mha.hpp, the same step as the libtorch
 // peer in bench/) and prints one JSON line: median step time, useful GFLOP/s, OpenBLAS's own GEMM
 // rate on the workload's largest GEMM and its kernel set, peak RSS and heap allocations of a
 // steady step. `--model encoder_layer | transformer | masked_encoder` times a Transformer step instead
-// (transformer_workload.hpp, the workload of the libtorch_transformer peer): the same line without
-// the GEMM rates; `--model gpt` a GPT training step (gpt_workload.hpp, nanoGPT's and llm.c's
+// (workloads/transformer.hpp, the workload of the libtorch_transformer peer): the same line without
+// the GEMM rates; `--model gpt` a GPT training step (workloads/gpt.hpp, nanoGPT's and llm.c's
 // workload) with its GFLOP/s by nanoGPT's estimate. Under mpirun each rank runs its even share of --batch of either step and the
 // gradients are averaged (dist::DataParallel): rank 0 adds the world size, the global throughput
 // and the time synchronize() took per step (the reduction not hidden behind backward).
@@ -21,12 +21,12 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "alloc_count.hpp"
-#include "commands.hpp"
-#include "distributed.hpp"
-#include "gpt_workload.hpp"
-#include "mha_workload.hpp"
-#include "transformer_workload.hpp"
+#include "commands/commands.hpp"
+#include "commands/distributed.hpp"
+#include "workloads/alloc_count.hpp"
+#include "workloads/gpt.hpp"
+#include "workloads/mha.hpp"
+#include "workloads/transformer.hpp"
 
 namespace xgrad::cli {
 namespace {

@@ -1,6 +1,6 @@
 // `xgrad train copy`: embedding + positions + causal MultiheadAttention + linear head learn the
 // copy task with Adam; held-out token accuracy on the copied half is reported and saved. Under
-// mpirun it trains data-parallel (src/distributed.hpp): --batch is the global batch, each rank
+// mpirun it trains data-parallel (src/commands/distributed.hpp): --batch is the global batch, each rank
 // takes an equal share of every step's batch, and only rank 0 prints and writes.
 #include <cblas.h>
 
@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xview.hpp>
 
-#include "commands.hpp"
-#include "copy_task.hpp"
-#include "distributed.hpp"
-#include "plot.hpp"
-#include "train_common.hpp"
+#include "commands/commands.hpp"
+#include "commands/distributed.hpp"
+#include "commands/plot.hpp"
+#include "commands/train_common.hpp"
+#include "tasks/copy.hpp"
 
 namespace xgrad::cli {
 namespace {

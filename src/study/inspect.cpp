@@ -1,5 +1,5 @@
-// `xgrad inspect`'s driver (inspect_tool.hpp): the tape listing, the dot file and the dump.
-#include "inspect_tool.hpp"
+// `xgrad inspect`'s driver (study/inspect.hpp): the tape listing, the dot file and the dump.
+#include "study/inspect.hpp"
 
 #include <cctype>
 #include <sstream>
@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <variant>
 
-#include "attention_tool.hpp"
-#include "transformer_tool.hpp"
+#include "study/attention.hpp"
+#include "study/transformer.hpp"
 #include "xgrad/inspect/tape_graph.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/npy.hpp"

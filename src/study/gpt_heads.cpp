@@ -10,9 +10,9 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include "gpt_task.hpp"
-#include "head_analysis.hpp"
-#include "plot.hpp"
+#include "tasks/gpt.hpp"
+#include "study/head_analysis.hpp"
+#include "commands/plot.hpp"
 
 namespace xgrad::cli {
 

@@ -1,7 +1,7 @@
-// `xgrad attention`'s driver (attention_tool.hpp): reading and checking the problem, forward +
+// `xgrad attention`'s driver (study/attention.hpp): reading and checking the problem, forward +
 // backward or Adam steps, the results written through an io::StagingDir.
-#include "attention_tool.hpp"
-#include "npy_inputs.hpp"
+#include "study/attention.hpp"
+#include "study/npy_inputs.hpp"
 
 #include <cmath>
 #include <map>
@@ -17,7 +17,7 @@ namespace xgrad::cli {
 namespace {
 
 template <Real T, std::size_t N>
-AttentionProblem<T, N> load_typed(const fs::path& in, const io::AttentionConfig& cfg, const NpyArray& query_file) {
+AttentionProblem<T, N> load_typed(const fs::path& in, const AttentionConfig& cfg, const NpyArray& query_file) {
     static_assert(N == 2 || N == 3, "xgrad: attention inputs are 2-D or 3-D");
     const auto& o = cfg.mha;
     const std::size_t E = o.embed_dim, H = o.num_heads, kdim = o.kdim.value_or(E), vdim = o.vdim.value_or(E);
@@ -79,7 +79,7 @@ AttentionProblem<T, N> load_typed(const fs::path& in, const io::AttentionConfig&
 
 template <Real T, std::size_t N>
 void run_typed(AttentionProblem<T, N>& problem, const fs::path& out, const std::optional<AttentionAdamOptions>& adam) {
-    const io::AttentionConfig& cfg = problem.config;
+    const AttentionConfig& cfg = problem.config;
     auto& mha = problem.mha;
     const auto& fopts = problem.forward_options;
     std::map<std::string, NpyArray> results;
@@ -136,7 +136,7 @@ void run_typed(AttentionProblem<T, N>& problem, const fs::path& out, const std::
 }  // namespace
 
 AnyAttentionProblem load_attention_problem(const fs::path& in) {
-    const io::AttentionConfig cfg = io::read_attention_config(in / "config.json");
+    const AttentionConfig cfg = read_attention_config(in / "config.json");
     const NpyArray q = *read_input(in, "query");
     if (q.shape.size() != 2 && q.shape.size() != 3)
         throw io_error(q.source + ": has shape " + shape_str(q.shape) + ", expected 3-D (batched) or 2-D (unbatched)");

@@ -1,12 +1,12 @@
 // `xgrad inspect --from IN [--dot FILE] [--dump DIR]`: the tape of one MultiheadAttention forward
 // and backward on the problem in IN (the folder format of `xgrad attention`). The work is in
-// inspect_tool.hpp; errors reach main (one line, exit status 2) before anything is written.
+// study/inspect.hpp; errors reach main (one line, exit status 2) before anything is written.
 #include <iostream>
 #include <optional>
 #include <string>
 
-#include "commands.hpp"
-#include "inspect_tool.hpp"
+#include "commands/commands.hpp"
+#include "study/inspect.hpp"
 
 namespace xgrad::cli {
 

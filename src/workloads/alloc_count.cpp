@@ -1,7 +1,7 @@
-// Counts every heap allocation of the `xgrad` tool (see alloc_count.hpp) by interposing the C
+// Counts every heap allocation of the `xgrad` tool (see workloads/alloc_count.hpp) by interposing the C
 // allocator, which operator new, xtensor's aligned allocator and the libraries all end in. The
 // work is passed on to glibc's own entry points. Linked only into the tool, never the library.
-#include "alloc_count.hpp"
+#include "workloads/alloc_count.hpp"
 
 #include <atomic>
 #include <cerrno>

@@ -10,8 +10,8 @@
 
 #include <fmt/core.h>
 
-#include "commands.hpp"
-#include "gpt_task.hpp"
+#include "commands/commands.hpp"
+#include "tasks/gpt.hpp"
 #include "xgrad/nn/gpt_generate.hpp"
 
 namespace xgrad::cli {

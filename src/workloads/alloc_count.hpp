@@ -1,5 +1,5 @@
 // Heap allocations made by this program so far (every global operator new, counted in
-// alloc_count.cpp), so `xgrad bench` can report the allocations of a steady training step.
+// workloads/alloc_count.cpp), so `xgrad bench` can report the allocations of a steady training step.
 #pragma once
 #include <cstdint>
 
