@@ -53,11 +53,14 @@ int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int seq
     windows.batch(text::Split::val, N, T, gen, x, y);
 
     // Induction: random tokens r_0 .. r_{R-1} twice; query R + k (k >= 0) should attend to key k + 1.
-    const std::size_t R = T / 2;
+    // Each token is the one at a random position of the val text: drawn as often as the text has
+    // it (a uniform draw over a character vocabulary is mostly symbols the text hardly holds).
+    const std::size_t R = T / 2, val_first = windows.tokens(text::Split::train), val_length = windows.tokens(text::Split::val);
     xt::xtensor<std::int64_t, 2> repeated = xt::xtensor<std::int64_t, 2>::from_shape({N, 2 * R});
     for (std::size_t n = 0; n < N; ++n)
         for (std::size_t k = 0; k < R; ++k)
-            repeated(n, k) = repeated(n, R + k) = std::int64_t(gen.uniform() * double(m.usable_vocab));
+            windows.read(val_first + std::size_t(gen.uniform() * double(val_length)), 1,
+                         [&](std::size_t, std::int64_t id) { repeated(n, k) = repeated(n, R + k) = id; });
     const auto text_weights = layer_weights(model, x);
     const auto repeat_weights = layer_weights(model, repeated);
 
