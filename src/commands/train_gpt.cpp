@@ -72,9 +72,10 @@ std::array<double, 2> estimate_loss(const dist::Context& ctx, nn::GPT<float>& mo
     return out;
 }
 
-// A sample of `tokens` tokens after a newline, as nanoGPT's sample.py starts ("\n").
+// A sample of `tokens` tokens after a newline, as nanoGPT's sample.py starts ("\n"; a text without
+// newlines: after the character of id 0).
 std::string sample_text(const nn::GPT<float>& model, const text::Tokenizer& tok, int tokens, Generator& gen) {
-    const auto start = tok.encode("\n", "the sample's start");
+    const std::vector<std::int64_t> start{tok.contains(U'\n') ? tok.encode("\n").front() : 0};
     xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
     std::copy(start.begin(), start.end(), prompt.data());
     auto copy = model;

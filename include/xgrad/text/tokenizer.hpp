@@ -65,21 +65,21 @@ public:
     static Tokenizer bytes() { return Tokenizer(Kind::byte, {}); }
     // The distinct characters of `text` (UTF-8), sorted by code point; `what` names it in errors.
     static Tokenizer characters(std::string_view text, const std::string& what = "text") {
-        std::vector<bool> seen_ascii(128, false);
-        std::vector<char32_t> chars;
+        std::vector<bool> seen(0x110000, false);  // one bit per code point: bounded for any text
         for (std::size_t at = 0; at < text.size();) {
             const unsigned char b = static_cast<unsigned char>(text[at]);
             if (b < 0x80) {  // the common case, without the general decoder
-                if (!seen_ascii[b]) seen_ascii[b] = true, chars.push_back(b);
+                seen[b] = true;
                 ++at;
                 continue;
             }
             const DecodedChar d = decode_utf8(text, at, what);
-            chars.push_back(d.code);
+            seen[d.code] = true;
             at += d.length;
         }
-        std::sort(chars.begin(), chars.end());
-        chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+        std::vector<char32_t> chars;
+        for (char32_t c = 0; c < 0x110000; ++c)
+            if (seen[c]) chars.push_back(c);
         if (chars.empty()) throw value_error(what + ": no characters to build a vocabulary from");
         return Tokenizer(Kind::character, std::move(chars));
     }
@@ -94,6 +94,9 @@ public:
 
     Kind kind() const { return kind_; }
     std::size_t vocab_size() const { return kind_ == Kind::byte ? 256 : chars_.size(); }
+    bool contains(char32_t c) const {
+        return kind_ == Kind::byte ? c < 256 : std::binary_search(chars_.begin(), chars_.end(), c);
+    }
     const std::vector<char32_t>& vocabulary() const { return chars_; }  // empty for bytes
 
     // The id of the token starting at s[at] and its length in bytes.
