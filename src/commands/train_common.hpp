@@ -30,16 +30,22 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
     io::write_file_atomic(path, text.data(), text.size());
 }
 
+// --log-every, --quiet, --verbose: how train_progress (below) shows the run.
+template <class Options>
+void add_progress_options(CLI::App& cmd, Options& o) {
+    cmd.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
+        ->check(at_least(1));
+    auto* quiet = cmd.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
+    cmd.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
+}
+
 // --seed, --threads, --eval-every, --log-every, --quiet, --verbose, --out, --resume.
 template <class Options>
 void add_train_run_options(CLI::App& cmd, Options& o) {
     cmd.add_option("--seed", o.seed, "random seed (same seed, same losses)");
     cmd.add_option("--threads", o.threads, "threads (xgrad's GEMMs and attention loops)")->check(between(1, 64));
     cmd.add_option("--eval-every", o.eval_every, "held-out evaluation every N steps")->check(at_least(1));
-    cmd.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
-        ->check(at_least(1));
-    auto* quiet = cmd.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
-    cmd.add_flag("--verbose,-v", o.verbose, "a progress line at every evaluation instead of the bar")->excludes(quiet);
+    add_progress_options(cmd, o);
     cmd.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png and checkpoint.npz "
                                    "(default: none, nothing is written)");
     cmd.add_option("--resume", o.resume,

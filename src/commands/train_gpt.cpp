@@ -267,10 +267,7 @@ void setup_train_gpt(CLI::App& cmd) {
         ->check(between(1, 100000));
     cmd.add_option("--seed", o.seed, "random seed (same seed and threads, same run)");
     cmd.add_option("--threads", o.threads, "threads (default: every core, at most 8)")->check(between(0, 64));
-    cmd.add_option("--log-every", o.log_every, "when stdout is not a terminal: a progress line every N steps")
-        ->check(at_least(1));
-    auto* quiet = cmd.add_flag("--quiet,-q", o.quiet, "print nothing but errors");
-    cmd.add_flag("--verbose,-v", o.verbose, "progress lines instead of the bar")->excludes(quiet);
+    add_progress_options(cmd, o);
     cmd.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png, samples.txt and "
                                    "checkpoint.npz (default: none)");
     cmd.add_option("--resume", o.resume, "continue from a checkpoint.npz of a run with the same options, up to --max_iters")
