@@ -117,14 +117,14 @@ public:
             return false;
         }
         caller_cpu_.store(sched_getcpu(), std::memory_order_relaxed);
-        next_.store(no_chunk);  // a worker still leaving the last job gets no chunk of this one
+        const std::size_t job = (generation_.load() + 1) & job_mask;
         n_ = n, body_ = body, context_ = context;
-        chunks_.store(chunks), done_.store(0), worker_started_.store(false);
-        next_.store(0);  // chunks are handed out from here on
+        done_.store(0), worker_started_.store(false);
+        handout_.store(pack(job, chunks, 0));  // chunks are handed out from here on
         generation_.fetch_add(1);
         job_posted_.notify();
         const auto start = Clock::now();
-        const std::size_t mine = take_chunks(true);
+        const std::size_t mine = take_chunks(true, job);
         const auto worked = Clock::now();
         job_done_.wait([&] { return done_.load() == chunks; }, [&] { return on_a_worker_core(); });
         const auto finished = Clock::now();
@@ -157,24 +157,39 @@ private:
     // pins OpenBLAS to one as it comes to life, before the first GEMM reaches OpenBLAS.
     ThreadPool() { openblas_set_num_threads(1); }
 
-    // Runs chunks of the current job until none is left; returns how many it ran. The caller
+    // Runs chunks of job number `job` until none is left; returns how many it ran. The caller
     // (by_caller), after its first chunk, takes all the chunks left as one range when no worker
-    // has started one.
-    std::size_t take_chunks(bool by_caller) {
+    // has started one. A chunk is taken by one compare-and-swap on handout_, which holds the job's
+    // number and chunk count beside the next chunk: a worker that woke for an earlier job (it may
+    // be descheduled anywhere) can never take, skip or count a chunk of the current one.
+    std::size_t take_chunks(bool by_caller, std::size_t job) {
         inside() = true;
         std::size_t taken = 0;
         for (;;) {
-            const bool rest = by_caller && taken > 0 && !worker_started_.load();
-            const std::size_t first = rest ? next_.exchange(chunks_) : next_.fetch_add(1);
-            if (first >= chunks_) break;
+            std::size_t word = handout_.load(), chunks = 0, first = 0, last = 0;
+            bool got = false;
+            while (!got) {
+                chunks = (word >> index_bits) & index_mask, first = word & index_mask;
+                if ((word >> job_shift) != job || first >= chunks) break;
+                const bool rest = by_caller && taken > 0 && !worker_started_.load();
+                last = rest ? chunks : first + 1;
+                got = handout_.compare_exchange_weak(word, pack(job, chunks, last));
+            }
+            if (!got) break;
             if (!by_caller) worker_started_.store(true);
-            const std::size_t last = rest ? chunks_.load() : first + 1;
-            body_(context_, n_ * first / chunks_, n_ * last / chunks_);
+            body_(context_, n_ * first / chunks, n_ * last / chunks);
             taken += last - first;
-            if (done_.fetch_add(last - first) + (last - first) == chunks_) job_done_.notify();
+            if (done_.fetch_add(last - first) + (last - first) == chunks) job_done_.notify();
         }
         inside() = false;
         return taken;
+    }
+    // handout_'s word: the job's number, its chunk count, the next chunk to hand out.
+    static constexpr unsigned index_bits = 20, job_shift = 2 * index_bits;
+    static constexpr std::size_t index_mask = (std::size_t(1) << index_bits) - 1;
+    static constexpr std::size_t job_mask = (std::size_t(1) << (64 - job_shift)) - 1;
+    static std::size_t pack(std::size_t job, std::size_t chunks, std::size_t next) {
+        return (job << job_shift) | (chunks << index_bits) | next;
     }
 
     // True when a worker last polled or ran on this thread's core.
@@ -197,7 +212,7 @@ private:
             if (stop_.load()) return;
             seen = generation_.load();
             my_cpu.store(sched_getcpu(), std::memory_order_relaxed);
-            take_chunks(false);
+            take_chunks(false, seen & job_mask);
         }
     }
 
@@ -207,14 +222,12 @@ private:
     Waiter job_posted_, job_done_;  // workers wait for a job; the caller for its last chunk
     std::atomic<bool> stop_{false};
     std::atomic<std::size_t> generation_{0};
-    // The job. n_, body_ and context_ are read only after next_ handed out a chunk of the current
-    // job, which orders them after their writes; a worker waking late may test chunks_ while the
-    // next job is set up, so chunks_ is atomic.
+    // The job. n_, body_ and context_ are written before handout_ is, and read only after a
+    // compare-and-swap on handout_ gave this thread a chunk of the same job, which orders them.
     std::size_t n_ = 0;
     void (*body_)(const void*, std::size_t, std::size_t) = nullptr;
     const void* context_ = nullptr;
-    std::atomic<std::size_t> chunks_{0}, next_{0}, done_{0};
-    static constexpr std::size_t no_chunk = std::size_t(1) << 62;
+    std::atomic<std::size_t> handout_{0}, done_{0};
     std::atomic<bool> busy_{false}, worker_started_{false};  // worker_started_: of the current job
     Clock::duration backoff_{};  // after lost splits (run); read under busy_
     Clock::time_point serial_until_{};
