@@ -10,9 +10,9 @@ text=/usr/share/games/fortunes/linux
 [ -f "$text" ] || { echo "FAIL: $text is missing (Debian's fortunes package; scripts/packages.sh installs it)"; exit 1; }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run OUT STEPS [options]: the test's small model (n_embd ${EMBD:-32}, n_head ${HEADS:-2})
-  out=$1 steps=$2; shift 2
-  "$xgrad" train gpt --text "$text" --n_layer 2 --n_head "${HEADS:-2}" --n_embd "${EMBD:-32}" --block_size 32 --batch_size 8 \
+run() {  # run OUT STEPS [options]: the test's small model (n_embd ${EMBD:-32}, n_head ${HEADS:-2});
+  out=$1 steps=$2; shift 2  # EXEC=exec in a background subshell: the subshell becomes xgrad (kill reaches it)
+  ${EXEC:-} "$xgrad" train gpt --text "$text" --n_layer 2 --n_head "${HEADS:-2}" --n_embd "${EMBD:-32}" --block_size 32 --batch_size 8 \
     --learning_rate 3e-3 --warmup_iters 10 --lr_decay_iters 400 --max_iters "$steps" --eval_interval 40 \
     --eval_iters 4 --sample-tokens 40 --threads 1 --out "$out" "$@"
 }
@@ -33,7 +33,7 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' || fail "the val lo
 
 # SIGKILL in the middle of a run that checkpoints every 10 steps (once it has written step 30's
 # rows), then --resume: the same losses.
-run "$dir/k" 400 --checkpoint-every 10 --quiet &
+(EXEC=exec run "$dir/k" 400 --checkpoint-every 10 --quiet) &
 pid=$!
 until [ -e "$dir/k/loss.csv" ] && grep -q "^30," "$dir/k/loss.csv"; do
   kill -0 "$pid" 2> /dev/null || fail "the run ended before its third checkpoint"
@@ -41,6 +41,7 @@ until [ -e "$dir/k/loss.csv" ] && grep -q "^30," "$dir/k/loss.csv"; do
 done
 kill -9 "$pid" 2> /dev/null || true
 wait "$pid" 2> /dev/null || true
+! kill -0 "$pid" 2> /dev/null || fail "the killed run is still running"
 [ ! -e "$dir/k/metrics.json" ] || fail "the run finished before it was killed: make it longer"
 done_steps=$(tail -n 1 "$dir/k/loss.csv" | cut -d, -f1)
 run "$dir/k" 400 --resume "$dir/k/checkpoint.npz" --quiet
