@@ -56,9 +56,10 @@ gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
 
 int sample(const SampleOptions& o) {
     set_num_threads(std::size_t(o.threads));
-    const bool has_config = !io::read_checkpoint_config(o.checkpoint).empty() || o.checkpoint.ends_with(".bin");
-    gpt_task::LoadedModel m = has_config || !o.checkpoint.ends_with(".npz") ? gpt_task::load_model(o.checkpoint)
-                                                                             : load_nanogpt(o);
+    // an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
+    const bool llmc = o.checkpoint.ends_with(".bin");
+    gpt_task::LoadedModel m = llmc || !io::read_checkpoint_config(o.checkpoint).empty() ? gpt_task::load_model(o.checkpoint)
+                                                                                        : load_nanogpt(o);
     std::vector<std::int64_t> start;
     if (!o.prompt_ids.empty()) {
         std::stringstream in(o.prompt_ids);
