@@ -10,8 +10,11 @@
 #include <sstream>
 
 #include <xgrad/io/checkpoint.hpp>
+#include <xgrad/io/gpt_formats.hpp>
 #include <xgrad/io/npz.hpp>
 #include <xgrad/io/state_dict.hpp>
+#include <xgrad/text/corpus.hpp>
+#include <xgrad/text/tokenizer.hpp>
 #include <xgrad/xgrad.hpp>
 
 using namespace xgrad;
@@ -76,8 +79,38 @@ int main() {
     const auto loaded = io::read_npz(dir / "model.npz");
     io::save_checkpoint(dir / "checkpoint.npz", m, adam, 40, {{"data", &gen}});
     const auto step = io::load_checkpoint(dir / "checkpoint.npz", m, adam, {{"data", &gen}});
+
+    // A GPT on characters: tokenizer and windows, AdamW with nanoGPT's decay groups, sampling with
+    // the key/value cache, its llm.c file and nanoGPT state dict.
+    const auto corpus = text::Corpus::from_string("to be or not to be, that is the question\n", "text");
+    const auto chars = text::Tokenizer::characters(corpus.text());
+    const text::Windows windows(corpus, chars, 0.25);
+    nn::GPT<float> gpt({.n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .vocab_size = chars.vocab_size(),
+                        .dropout = 0, .bias = true, .gelu = nn::GeluForm::tanh},
+                       gen);
+    optim::AdamW gpt_opt(optim::weight_decay_groups(gpt, 0.1), {.lr = 1e-2});
+    xt::xtensor<std::int64_t, 2> gx, gy;
+    float gpt_first = 0, gpt_last = 0;
+    for (int s = 0; s < 30; ++s) {
+        windows.batch(text::Split::train, 4, 8, gen, gx, gy);
+        const auto gpt_loss = nn::gpt_loss(gpt(gx), gy);
+        backward(gpt_loss);
+        gpt_opt.step(), gpt_opt.zero_grad();
+        (s == 0 ? gpt_first : gpt_last) = gpt_loss.value()();
+        tape().clear();
+    }
+    set_training(gpt, false);
+    const auto sample = nn::generate(gpt, xt::xtensor<std::int64_t, 2>{{chars.encode("t").front()}}, 12, gen,
+                                     {.temperature = 0.8, .top_k = 5});
+    io::save_llmc(gpt, dir / "gpt.bin", chars.vocab_size());
+    io::save_state_dict(gpt, dir / "gpt.npz");
+    io::load_gpt_state_dict(gpt, dir / "gpt.npz");
+    const auto llmc = io::read_llmc(dir / "gpt.bin");
     std::filesystem::remove_all(dir);
     std::printf("loss %.4f -> %.4f; gradcheck %s; state dict of %zu arrays; checkpoint at step %lld\n", double(first),
                 double(last), check.passed ? "passed" : "FAILED", loaded.size(), (long long)step);
-    return check.passed && last < first && step == 40 ? 0 : 1;
+    std::printf("GPT loss %.4f -> %.4f; sample \"%s\"; llm.c file of %zu parameters\n", double(gpt_first),
+                double(gpt_last), chars.decode(std::vector<std::int64_t>(sample.begin(), sample.end())).c_str(),
+                llmc.params.size());
+    return check.passed && last < first && step == 40 && gpt_last < gpt_first ? 0 : 1;
 }
