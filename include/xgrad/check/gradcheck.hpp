@@ -10,55 +10,23 @@
 // grad mode and NoGrad, and when a second step on the cleared tape (reused node storage) gives a
 // different gradient. Parameters that f captures (rather than takes as inputs) have their grad
 // changed by the check: zero them afterwards if that matters.
+//
+// The checking itself is check/gradcheck_core.hpp; here is only the typed adapter between it and
+// f, which is all that each checked function compiles.
 #pragma once
-#include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <random>
-#include <sstream>
-#include <string>
+#include <optional>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/check/gradcheck_core.hpp"
 #include "xgrad/core/expr.hpp"
 
 namespace xgrad {
-
-struct GradcheckOptions {
-    double eps = 1e-6;   // finite-difference step
-    double atol = 1e-5;  // pass when |analytic - numeric| <= atol + rtol * |numeric| (PyTorch's test)
-    double rtol = 1e-3;
-    enum class Mode { automatic, full, fast } mode = Mode::automatic;
-    std::size_t full_limit = 20000;  // automatic: full when inputs x outputs elements <= this
-    int projections = 4;             // fast mode: random (v, u) pairs per input
-    std::uint64_t seed = 20240611;
-    bool check_accumulation = true;
-    bool allow_zero_grad = false;  // set for functions whose true gradient is zero at this point
-};
-
-struct GradcheckResult {
-    bool passed = true;
-    std::string mode;  // "full" or "fast"
-    double max_abs_error = 0, max_rel_error = 0;
-    // The worst element: which input, where (index, or projection number in fast mode), values.
-    std::size_t worst_input = 0;
-    std::string worst_where;
-    double analytic = 0, numeric = 0;
-    std::string failure;  // why it failed; empty when passed
-
-    std::string report() const {
-        std::ostringstream os;
-        os << (passed ? "gradcheck passed" : "gradcheck FAILED") << " (" << mode << "): max abs error "
-           << max_abs_error << ", max rel error " << max_rel_error << "; worst: input " << worst_input << ' '
-           << worst_where << " analytic " << analytic << " numeric " << numeric;
-        if (!failure.empty()) os << "; " << failure;
-        return os.str();
-    }
-};
 
 namespace detail {
 
@@ -68,212 +36,76 @@ auto as_var(R&& r) {
     else return eval(r);
 }
 
-template <class Inputs>
-struct GradChecker {
-    using Opt = GradcheckOptions;
-    static constexpr std::size_t K = std::tuple_size_v<Inputs>;
-    Inputs x;
-    Opt opt;
-    GradcheckResult res;
-    std::mt19937_64 rng;
+// f and its inputs x_i (xt::xtensor<double, N_i>) behind GradcheckTarget.
+template <class F, class... X>
+class TypedGradcheckTarget final : public GradcheckTarget {
+    using Params = std::tuple<Var<double, X::rank>...>;
+    using Y = decltype(as_var(std::declval<F&>()(std::declval<const Var<double, X::rank>&>()...)));
+    static constexpr std::size_t K = sizeof...(X);
 
-    template <class F>
-    auto call(F& f, const auto& params) {
-        return std::apply([&](const auto&... p) { return as_var(f(p...)); }, params);
-    }
-    auto make_params() {
-        return std::apply([](const auto&... xi) { return std::make_tuple(parameter(xi)...); }, x);
-    }
-    template <class F>
-    auto forward_values(F& f) {  // f(x) without recording
-        NoGrad ng;
-        auto params = std::apply([](const auto&... xi) { return std::make_tuple(constant(xi)...); }, x);
-        return xt::xtensor<double, std::decay_t<decltype(call(f, params))>::rank>(call(f, params).value());
-    }
+public:
+    TypedGradcheckTarget(F& f, std::tuple<X...> x) : f_(f), x_(std::move(x)) {}
 
-    // The worst element is the one furthest past its tolerance (NaN counts as infinitely far).
-    double worst_score = -std::numeric_limits<double>::infinity();
-
-    void compare(std::size_t input, const std::string& where, double a, double n) {
-        const double err = std::abs(a - n);
-        const double allowed = opt.atol + opt.rtol * std::abs(n);
-        const bool ok = err <= allowed;  // NaN fails
-        const double score = ok ? err - allowed : (err == err ? err - allowed : std::numeric_limits<double>::infinity());
-        if (err == err) {
-            res.max_abs_error = std::max(res.max_abs_error, err);
-            if (std::abs(n) > opt.atol) res.max_rel_error = std::max(res.max_rel_error, err / std::abs(n));
-        } else {
-            res.max_abs_error = res.max_rel_error = err;
-        }
-        if (score > worst_score || res.worst_where.empty()) {
-            worst_score = score;
-            res.worst_input = input, res.worst_where = where, res.analytic = a, res.numeric = n;
-        }
-        if (!ok) {
-            res.passed = false;
-            std::ostringstream os;
-            os << "mismatch at input " << res.worst_input << ' ' << res.worst_where
-               << ": |analytic - numeric| = " << std::abs(res.analytic - res.numeric)
-               << " > atol + rtol*|numeric| = " << opt.atol + opt.rtol * std::abs(res.numeric);
-            res.failure = os.str();
-        }
+    std::size_t inputs() const override { return K; }
+    std::span<double> input(std::size_t i) override {
+        return pick(x_, i, [](auto& xi) { return std::span<double>(xi.data(), xi.size()); });
     }
-    void fail(const std::string& why) {
-        if (res.passed) res.failure = why;
-        res.passed = false;
+    std::vector<std::size_t> input_shape(std::size_t i) const override {
+        return pick(x_, i, [](const auto& xi) { return std::vector<std::size_t>(xi.shape().begin(), xi.shape().end()); });
+    }
+    std::vector<double> forward_values() override {
+        const NoGrad no_grad;
+        const auto constants = std::apply([](const auto&... xi) { return std::make_tuple(constant(xi)...); }, x_);
+        const Y y = call(constants);
+        return std::vector<double>(y.value().begin(), y.value().end());
+    }
+    void record() override {
+        params_ = std::apply([](const auto&... xi) { return std::make_tuple(parameter(xi)...); }, x_);
+        record_again();
+    }
+    void record_again() override {
+        y_ = call(*params_);
+        seed_.resize(y_->shape());
+    }
+    bool output_requires_grad() const override { return y_->requires_grad(); }
+    std::span<const double> output() const override { return {y_->value().data(), y_->size()}; }
+    void backward(std::span<const double> seed) override {
+        std::copy(seed.begin(), seed.end(), seed_.begin());
+        xgrad::backward(*y_, seed_);
+    }
+    void zero_grads() override {
+        std::apply([](auto&... p) { (p.zero_grad(), ...); }, *params_);
+    }
+    std::span<const double> grad(std::size_t i) const override {
+        return pick(*params_, i, [](const auto& p) { return std::span<const double>(p.grad().data(), p.size()); });
     }
 
-    template <class F>
-    void run(F& f) {
-        Tape local;
-        TapeScope scope(local);
-        auto params = make_params();
-        auto y = call(f, params);
-        using Y = decltype(y);
-        if (!y.requires_grad()) return fail("the output does not depend on any input");
-        const std::size_t m = y.size();
-        std::size_t n = 0;
-        std::apply([&](const auto&... xi) { ((n += xi.size()), ...); }, x);
-        const bool full = opt.mode == Opt::Mode::full ||
-                          (opt.mode == Opt::Mode::automatic && n * m <= opt.full_limit);
-        res.mode = full ? "full" : "fast";
-        bool any_nonzero = false;
-        auto zero_all = [&] { std::apply([](auto&... p) { (p.zero_grad(), ...); }, params); };
-        xt::xtensor<double, Y::rank> seed = xt::zeros<double>(y.shape());
+private:
+    F& f_;
+    std::tuple<X...> x_;
+    std::optional<Params> params_;
+    std::optional<Y> y_;
+    xt::xtensor<double, Y::rank> seed_;
 
-        if (full) {
-            // analytic Jacobian rows: one backward per output element
-            std::vector<std::vector<double>> rows(m);
-            for (std::size_t j = 0; j < m; ++j) {
-                zero_all();
-                seed.fill(0);
-                seed.data()[j] = 1;
-                backward(y, seed);
-                std::apply([&](const auto&... p) { (append(rows[j], p.grad()), ...); }, params);
-                for (double g : rows[j]) any_nonzero |= g != 0;
-            }
-            // numeric Jacobian columns: perturb each input element
-            std::size_t col = 0;
-            for_each_input([&](auto& xi, std::size_t input) {
-                for (std::size_t k = 0; k < xi.size(); ++k, ++col) {
-                    const double keep = xi.data()[k];
-                    xi.data()[k] = keep + opt.eps;
-                    auto plus = forward_values(f);
-                    xi.data()[k] = keep - opt.eps;
-                    auto minus = forward_values(f);
-                    xi.data()[k] = keep;
-                    for (std::size_t j = 0; j < m; ++j) {
-                        const double num = (plus.data()[j] - minus.data()[j]) / (2 * opt.eps);
-                        compare(input, "index " + unravel(xi.shape(), k) + " output " + std::to_string(j), rows[j][col],
-                                num);
-                    }
-                }
-            });
-        } else {
-            std::normal_distribution<double> normal;
-            for_each_input([&](auto& xi, std::size_t input) {
-                using XT = std::decay_t<decltype(xi)>;
-                for (int p = 0; p < opt.projections; ++p) {
-                    for (auto& s : seed) s = normal(rng);
-                    XT u(xi.shape());
-                    for (auto& s : u) s = normal(rng);
-                    zero_all();
-                    backward(y, seed);
-                    double analytic = 0;
-                    std::apply(
-                        [&](const auto&... pr) {
-                            std::size_t i = 0;
-                            ((i++ == input ? (analytic = dot_same(pr.grad(), u), 0) : 0), ...);
-                        },
-                        params);
-                    any_nonzero |= analytic != 0;
-                    const XT keep = xi;
-                    xi = keep + opt.eps * u;
-                    auto plus = forward_values(f);
-                    xi = keep - opt.eps * u;
-                    auto minus = forward_values(f);
-                    xi = keep;
-                    double numeric = 0;
-                    for (std::size_t j = 0; j < m; ++j)
-                        numeric += seed.data()[j] * (plus.data()[j] - minus.data()[j]) / (2 * opt.eps);
-                    compare(input, "projection " + std::to_string(p), analytic, numeric);
-                }
-            });
-        }
-        if (!any_nonzero && !opt.allow_zero_grad)
-            fail("the analytic gradient is all zero (backward wrote nothing?)");
-        const auto plain = forward_values(f);
-        for (std::size_t j = 0; j < m; ++j)
-            if (!(std::abs(plain.data()[j] - y.value().data()[j]) <= opt.atol))
-                return fail("the forward value differs between grad mode and NoGrad at output " + std::to_string(j));
-        if (opt.check_accumulation) check_accumulation(y, params, seed);
-        check_reuse(f, local, params, seed);
+    template <class P>
+    Y call(const P& params) {
+        return std::apply([&](const auto&... p) { return as_var(f_(p...)); }, params);
     }
-
-    // A second step on the cleared tape reuses every node's storage; it must give the same gradient.
-    template <class F, class P, class S>
-    void check_reuse(F& f, Tape& local, P& params, S& seed) {
-        std::apply([](auto&... p) { (p.zero_grad(), ...); }, params);
-        backward(call(f, params), seed);
-        std::vector<double> first, second;
-        std::apply([&](const auto&... p) { (append(first, p.grad()), ...); }, params);
-        local.clear();
-        std::apply([](auto&... p) { (p.zero_grad(), ...); }, params);
-        backward(call(f, params), seed);
-        std::apply([&](const auto&... p) { (append(second, p.grad()), ...); }, params);
-        for (std::size_t i = 0; i < first.size(); ++i)
-            if (!(std::abs(second[i] - first[i]) <= 1e-12 * (1 + std::abs(first[i]))))
-                return fail("a step on the cleared tape (reused node storage) gave a different gradient");
-    }
-
-    template <class Y, class P, class S>
-    void check_accumulation(Y& y, P& params, S& seed) {
-        std::normal_distribution<double> normal;
-        for (auto& s : seed) s = normal(rng);
-        std::apply([](auto&... p) { (p.zero_grad(), ...); }, params);
-        backward(y, seed);
-        std::vector<double> once, twice;
-        std::apply([&](const auto&... p) { (append(once, p.grad()), ...); }, params);
-        backward(y, seed);
-        std::apply([&](const auto&... p) { (append(twice, p.grad()), ...); }, params);
-        for (std::size_t i = 0; i < once.size(); ++i)
-            if (std::abs(twice[i] - 2 * once[i]) > 1e-9 * (1 + std::abs(once[i])))
-                return fail("backward does not accumulate: a second backward gave " + std::to_string(twice[i]) +
-                            " instead of twice " + std::to_string(once[i]));
-    }
-
-    template <class G>
-    void for_each_input(G&& g) {
-        std::apply(
-            [&](auto&... xi) {
-                std::size_t i = 0;
-                (g(xi, i++), ...);
-            },
-            x);
-    }
-    template <class A>
-    static void append(std::vector<double>& v, const A& a) {
-        v.insert(v.end(), a.begin(), a.end());
-    }
-    template <class A, class B>
-    static double dot_same(const A& a, const B& b) {
-        double s = 0;
-        for (std::size_t i = 0; i < a.size(); ++i) s += a.data()[i] * b.data()[i];
-        return s;
-    }
-    template <class S>
-    static std::string unravel(const S& shape, std::size_t flat) {
-        std::vector<std::size_t> idx(shape.size());
-        for (std::size_t k = shape.size(); k-- > 0;) idx[k] = flat % shape[k], flat /= shape[k];
-        return shape_str(idx);
+    // g(element i of the tuple), i known at run time.
+    template <class Tuple, class G>
+    static auto pick(Tuple& tuple, std::size_t i, G&& g) {
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+            std::optional<decltype(g(std::get<0>(tuple)))> out;
+            ((I == i ? (out.emplace(g(std::get<I>(tuple))), 0) : 0), ...);
+            return *out;
+        }(std::make_index_sequence<K>{});
     }
 };
 
-template <class F, class Tuple, std::size_t... I>
-GradcheckResult gradcheck_tuple(F& f, Tuple inputs, const GradcheckOptions& opt, std::index_sequence<I...>) {
-    GradChecker<std::tuple<std::tuple_element_t<I, Tuple>...>> c{std::move(inputs), opt, {}, std::mt19937_64(opt.seed)};
-    c.run(f);
-    return c.res;
+template <class F, class... X>
+GradcheckResult gradcheck_inputs(F& f, std::tuple<X...> inputs, const GradcheckOptions& opt) {
+    TypedGradcheckTarget<F, X...> target(f, std::move(inputs));
+    return GradientChecker(target, opt).run();
 }
 
 }  // namespace detail
@@ -289,11 +121,9 @@ GradcheckResult gradcheck(F&& f, const Args&... args) {
             return std::make_tuple(xt::xtensor<double, std::decay_t<std::tuple_element_t<I, std::tuple<Args...>>>::rank>(
                 std::get<I>(all))...);
         }(std::make_index_sequence<K>{});
-        return detail::gradcheck_tuple(f, std::move(inputs), std::get<K>(all), std::make_index_sequence<K>{});
+        return detail::gradcheck_inputs(f, std::move(inputs), std::get<K>(all));
     } else {
-        auto inputs = std::make_tuple(xt::xtensor<double, Args::rank>(args)...);
-        return detail::gradcheck_tuple(f, std::move(inputs), GradcheckOptions{},
-                                       std::make_index_sequence<sizeof...(Args)>{});
+        return detail::gradcheck_inputs(f, std::make_tuple(xt::xtensor<double, Args::rank>(args)...), GradcheckOptions{});
     }
 }
 

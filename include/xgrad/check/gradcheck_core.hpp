@@ -1,0 +1,247 @@
+// The checking logic of gradcheck (check/gradcheck.hpp), on a function whose types are erased
+// behind GradcheckTarget: it is compiled once per translation unit, not once per checked function.
+// (Templated on the function, it was two thirds of the machine code of a file of checks, and of its
+// compile time.)
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "xgrad/core/error.hpp"
+#include "xgrad/core/tape.hpp"
+
+namespace xgrad {
+
+struct GradcheckOptions {
+    double eps = 1e-6;   // finite-difference step
+    double atol = 1e-5;  // pass when |analytic - numeric| <= atol + rtol * |numeric| (PyTorch's test)
+    double rtol = 1e-3;
+    enum class Mode { automatic, full, fast } mode = Mode::automatic;
+    std::size_t full_limit = 20000;  // automatic: full when inputs x outputs elements <= this
+    int projections = 4;             // fast mode: random (v, u) pairs per input
+    std::uint64_t seed = 20240611;
+    bool check_accumulation = true;
+    bool allow_zero_grad = false;  // set for functions whose true gradient is zero at this point
+};
+
+struct GradcheckResult {
+    bool passed = true;
+    std::string mode;  // "full" or "fast"
+    double max_abs_error = 0, max_rel_error = 0;
+    // The worst element: which input, where (index, or projection number in fast mode), values.
+    std::size_t worst_input = 0;
+    std::string worst_where;
+    double analytic = 0, numeric = 0;
+    std::string failure;  // why it failed; empty when passed
+
+    std::string report() const {
+        std::ostringstream os;
+        os << (passed ? "gradcheck passed" : "gradcheck FAILED") << " (" << mode << "): max abs error "
+           << max_abs_error << ", max rel error " << max_rel_error << "; worst: input " << worst_input << ' '
+           << worst_where << " analytic " << analytic << " numeric " << numeric;
+        if (!failure.empty()) os << "; " << failure;
+        return os.str();
+    }
+};
+
+namespace detail {
+
+// The function under test and its inputs x_0 .. x_{K-1} (double arrays), as the checker sees them.
+// record() makes a parameter of every x_i and y = f(parameters) on the current tape; the gradient
+// calls refer to those parameters and that y until the next record().
+class GradcheckTarget {
+public:
+    virtual ~GradcheckTarget() = default;
+    virtual std::size_t inputs() const = 0;
+    virtual std::span<double> input(std::size_t i) = 0;  // x_i's elements, row-major, editable
+    virtual std::vector<std::size_t> input_shape(std::size_t i) const = 0;
+    virtual std::vector<double> forward_values() = 0;  // f(x) under NoGrad, flattened
+    virtual void record() = 0;
+    virtual void record_again() = 0;  // y = f(the same parameters)
+    virtual bool output_requires_grad() const = 0;
+    virtual std::span<const double> output() const = 0;  // y's values
+    virtual void backward(std::span<const double> seed) = 0;  // backward(y, seed), seed shaped as y
+    virtual void zero_grads() = 0;
+    virtual std::span<const double> grad(std::size_t i) const = 0;  // parameter i's accumulated gradient
+    void append_grads(std::vector<double>& out) const {
+        for (std::size_t i = 0; i < inputs(); ++i) out.insert(out.end(), grad(i).begin(), grad(i).end());
+    }
+};
+
+class GradientChecker {
+public:
+    GradientChecker(GradcheckTarget& target, const GradcheckOptions& opt) : t_(target), opt_(opt), rng_(opt.seed) {}
+
+    GradcheckResult run() {
+        Tape local;
+        TapeScope scope(local);
+        t_.record();
+        if (!t_.output_requires_grad()) {
+            fail("the output does not depend on any input");
+            return res_;
+        }
+        const std::size_t m = t_.output().size();
+        std::size_t n = 0;
+        for (std::size_t i = 0; i < t_.inputs(); ++i) n += t_.input(i).size();
+        const bool full = opt_.mode == GradcheckOptions::Mode::full ||
+                          (opt_.mode == GradcheckOptions::Mode::automatic && n * m <= opt_.full_limit);
+        res_.mode = full ? "full" : "fast";
+        std::vector<double> seed(m, 0.0);
+        const bool any_nonzero = full ? compare_jacobians(m) : compare_projections(seed);
+        if (!any_nonzero && !opt_.allow_zero_grad) fail("the analytic gradient is all zero (backward wrote nothing?)");
+        const std::vector<double> plain = t_.forward_values();
+        for (std::size_t j = 0; j < m; ++j)
+            if (!(std::abs(plain[j] - t_.output()[j]) <= opt_.atol)) {
+                fail("the forward value differs between grad mode and NoGrad at output " + std::to_string(j));
+                return res_;
+            }
+        if (opt_.check_accumulation) check_accumulation(seed);
+        check_reuse(local, seed);
+        return res_;
+    }
+
+private:
+    GradcheckTarget& t_;
+    GradcheckOptions opt_;
+    std::mt19937_64 rng_;
+    GradcheckResult res_;
+    // The worst element is the one furthest past its tolerance (NaN counts as infinitely far).
+    double worst_score_ = -std::numeric_limits<double>::infinity();
+
+    // Full mode: the analytic Jacobian J (m, n), one backward per output row, against central
+    // differences, two forwards per input element (column). True when some analytic entry is nonzero.
+    bool compare_jacobians(std::size_t m) {
+        bool any_nonzero = false;
+        std::vector<std::vector<double>> rows(m);
+        std::vector<double> seed(m);
+        for (std::size_t j = 0; j < m; ++j) {
+            t_.zero_grads();
+            std::fill(seed.begin(), seed.end(), 0.0);
+            seed[j] = 1;
+            t_.backward(seed);
+            t_.append_grads(rows[j]);
+            for (double g : rows[j]) any_nonzero |= g != 0;
+        }
+        std::size_t col = 0;
+        for (std::size_t i = 0; i < t_.inputs(); ++i) {
+            const std::span<double> x = t_.input(i);
+            for (std::size_t k = 0; k < x.size(); ++k, ++col) {
+                const double keep = x[k];
+                x[k] = keep + opt_.eps;
+                const std::vector<double> plus = t_.forward_values();
+                x[k] = keep - opt_.eps;
+                const std::vector<double> minus = t_.forward_values();
+                x[k] = keep;
+                for (std::size_t j = 0; j < m; ++j)
+                    compare(i, "index " + unravel(t_.input_shape(i), k) + " output " + std::to_string(j), rows[j][col],
+                            (plus[j] - minus[j]) / (2 * opt_.eps));
+            }
+        }
+        return any_nonzero;
+    }
+
+    // Fast mode: per input, random projections vᵀ J u: analytic <dL/dx, u> for the seed v against
+    // vᵀ (f(x + εu) − f(x − εu)) / 2ε. Leaves the last v in `seed`.
+    bool compare_projections(std::vector<double>& seed) {
+        bool any_nonzero = false;
+        std::normal_distribution<double> normal;
+        for (std::size_t i = 0; i < t_.inputs(); ++i) {
+            const std::span<double> x = t_.input(i);
+            for (int p = 0; p < opt_.projections; ++p) {
+                for (double& s : seed) s = normal(rng_);
+                std::vector<double> u(x.size());
+                for (double& s : u) s = normal(rng_);
+                t_.zero_grads();
+                t_.backward(seed);
+                double analytic = 0;
+                const std::span<const double> g = t_.grad(i);
+                for (std::size_t k = 0; k < u.size(); ++k) analytic += g[k] * u[k];
+                any_nonzero |= analytic != 0;
+                const std::vector<double> keep(x.begin(), x.end());
+                for (std::size_t k = 0; k < x.size(); ++k) x[k] = keep[k] + opt_.eps * u[k];
+                const std::vector<double> plus = t_.forward_values();
+                for (std::size_t k = 0; k < x.size(); ++k) x[k] = keep[k] - opt_.eps * u[k];
+                const std::vector<double> minus = t_.forward_values();
+                std::copy(keep.begin(), keep.end(), x.begin());
+                double numeric = 0;
+                for (std::size_t j = 0; j < seed.size(); ++j) numeric += seed[j] * (plus[j] - minus[j]) / (2 * opt_.eps);
+                compare(i, "projection " + std::to_string(p), analytic, numeric);
+            }
+        }
+        return any_nonzero;
+    }
+
+    // Two backward calls from a random seed must give twice the gradient of one.
+    void check_accumulation(std::vector<double>& seed) {
+        std::normal_distribution<double> normal;
+        for (double& s : seed) s = normal(rng_);
+        t_.zero_grads();
+        t_.backward(seed);
+        std::vector<double> once, twice;
+        t_.append_grads(once);
+        t_.backward(seed);
+        t_.append_grads(twice);
+        for (std::size_t i = 0; i < once.size(); ++i)
+            if (std::abs(twice[i] - 2 * once[i]) > 1e-9 * (1 + std::abs(once[i])))
+                return fail("backward does not accumulate: a second backward gave " + std::to_string(twice[i]) +
+                            " instead of twice " + std::to_string(once[i]));
+    }
+
+    // A second step on the cleared tape reuses every node's storage; it must give the same gradient.
+    void check_reuse(Tape& local, const std::vector<double>& seed) {
+        std::vector<double> first, second;
+        for (int step = 0; step < 2; ++step) {
+            if (step == 1) local.clear();
+            t_.zero_grads();
+            t_.record_again();
+            t_.backward(seed);
+            t_.append_grads(step == 0 ? first : second);
+        }
+        for (std::size_t i = 0; i < first.size(); ++i)
+            if (!(std::abs(second[i] - first[i]) <= 1e-12 * (1 + std::abs(first[i]))))
+                return fail("a step on the cleared tape (reused node storage) gave a different gradient");
+    }
+
+    void compare(std::size_t input, const std::string& where, double a, double n) {
+        const double err = std::abs(a - n);
+        const double allowed = opt_.atol + opt_.rtol * std::abs(n);
+        const bool ok = err <= allowed;  // NaN fails
+        const double score = ok ? err - allowed : (err == err ? err - allowed : std::numeric_limits<double>::infinity());
+        if (err == err) {
+            res_.max_abs_error = std::max(res_.max_abs_error, err);
+            if (std::abs(n) > opt_.atol) res_.max_rel_error = std::max(res_.max_rel_error, err / std::abs(n));
+        } else {
+            res_.max_abs_error = res_.max_rel_error = err;
+        }
+        if (score > worst_score_ || res_.worst_where.empty()) {
+            worst_score_ = score;
+            res_.worst_input = input, res_.worst_where = where, res_.analytic = a, res_.numeric = n;
+        }
+        if (!ok) {
+            res_.passed = false;
+            std::ostringstream os;
+            os << "mismatch at input " << res_.worst_input << ' ' << res_.worst_where
+               << ": |analytic - numeric| = " << std::abs(res_.analytic - res_.numeric)
+               << " > atol + rtol*|numeric| = " << opt_.atol + opt_.rtol * std::abs(res_.numeric);
+            res_.failure = os.str();
+        }
+    }
+    void fail(const std::string& why) {
+        if (res_.passed) res_.failure = why;
+        res_.passed = false;
+    }
+    static std::string unravel(const std::vector<std::size_t>& shape, std::size_t flat) {
+        std::vector<std::size_t> idx(shape.size());
+        for (std::size_t k = shape.size(); k-- > 0;) idx[k] = flat % shape[k], flat /= shape[k];
+        return shape_str(idx);
+    }
+};
+
+}  // namespace detail
+}  // namespace xgrad
