@@ -1,8 +1,10 @@
-// Every GEMM of the MultiheadAttention training step (src/workloads/mha.hpp) timed on xgrad's
-// kernel (kernels/gemm_tiled.hpp) and on OpenBLAS, alternately in one process, one thread:
-//   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base"] [--reps R]
-// Prints a markdown table: median µs of each, their ratio and the largest relative difference
-// between the two results. This is what kernels::tiled::preferred is decided from.
+// Every GEMM of the MultiheadAttention training step (src/workloads/mha.hpp) and of a GPT step
+// (src/workloads/gpt.hpp) timed on each GEMM back end of this build (kernels/gemm_backends.hpp:
+// xgrad's kernel, OpenBLAS, oneDNN), alternately in one process, one thread:
+//   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base gpt gpt2"] [--reps R]
+// Prints a markdown table: median µs of each back end, each one's time over the fastest, and the
+// largest relative difference from the first back end's result. kernels::gemm measures the same
+// thing at run time to choose (kernels/gemm_choice.hpp).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -13,12 +15,11 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
-#include <cblas.h>
-
-#include "xgrad/kernels/gemm_tiled.hpp"
+#include "xgrad/kernels/gemm_backends.hpp"
 
 namespace {
 
@@ -31,6 +32,9 @@ struct Shape {
 // (B, L, E, H) as in bench/compare.sh
 const std::map<std::string, std::array<std::size_t, 4>> configs{
     {"tiny", {2, 6, 100, 5}}, {"small", {8, 32, 64, 4}}, {"detr", {8, 64, 256, 8}}, {"base", {8, 128, 512, 8}}};
+// (B, T, C, H, V): the default `train gpt` model and GPT-2 124M as in docs/performance.md
+const std::map<std::string, std::array<std::size_t, 5>> gpt_configs{{"gpt", {12, 64, 128, 4, 113}},
+                                                                    {"gpt2", {4, 64, 768, 12, 50304}}};
 
 std::vector<Shape> shapes_of(std::array<std::size_t, 4> c) {
     const auto [B, L, E, H] = c;
@@ -42,59 +46,79 @@ std::vector<Shape> shapes_of(std::array<std::size_t, 4> c) {
             {"dQ = dS·K", L, D, L, false, false},            {"dK = dSᵀ·Q", L, D, L, true, false},
             {"in-proj dW", 3 * E, E, rows, true, false}};
 }
+// A block's linears (c_attn, attn c_proj, c_fc, mlp c_proj) and the lm_head, forward (X·Wᵀ),
+// dX (dY·W) and dW (dYᵀ·X); attention's products are those of shapes_of.
+std::vector<Shape> gpt_shapes_of(std::array<std::size_t, 5> c) {
+    const auto [B, T, C, H, V] = c;
+    const std::size_t rows = B * T;
+    std::vector<Shape> out;
+    const std::array<std::tuple<const char*, std::size_t, std::size_t>, 5> linears{
+        {{"c_attn", C, 3 * C}, {"attn.c_proj", C, C}, {"c_fc", C, 4 * C}, {"mlp.c_proj", 4 * C, C}, {"lm_head", C, V}}};
+    for (const auto& [name, in, out_features] : linears) {
+        out.push_back({name, rows, out_features, in, false, true});
+        out.push_back({"  dX", rows, in, out_features, false, false});
+        out.push_back({"  dW", out_features, in, rows, true, false});
+    }
+    for (const Shape& s : shapes_of({B, T, C, H}))
+        if (std::strchr(s.where, '=') || std::strstr(s.where, "Q·K") || std::strstr(s.where, "P·V")) out.push_back(s);
+    return out;
+}
 
 using Clock = std::chrono::steady_clock;
 
 template <class T>
-void blas_gemm(const Shape& s, const T* a, const T* b, T* c) {
-    const auto ta = s.a_trans ? CblasTrans : CblasNoTrans, tb = s.b_trans ? CblasTrans : CblasNoTrans;
-    const int lda = int(s.a_trans ? s.m : s.k), ldb = int(s.b_trans ? s.k : s.n);
-    if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, int(s.m), int(s.n), int(s.k), 1, a, lda, b, ldb, 0, c, int(s.n));
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, int(s.m), int(s.n), int(s.k), 1, a, lda, b, ldb, 0, c, int(s.n));
-}
-
-template <class T>
-void kernel_gemm(const Shape& s, const T* a, const T* b, T* c) {
-    xgrad::kernels::tiled::gemm(s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k, b,
-                              s.b_trans ? s.k : s.n, T(0), c, s.n);
+void run_backend(xgrad::kernels::GemmBackend backend, const Shape& s, const T* a, const T* b, T* c) {
+    xgrad::kernels::gemm_block(backend, s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k, b,
+                               s.b_trans ? s.k : s.n, T(0), c, s.n, static_cast<const T*>(nullptr));
 }
 
 template <class T>
 void run(const std::vector<std::string>& names, int reps) {
+    using xgrad::kernels::GemmBackend;
+    std::vector<GemmBackend> backends;
+    for (GemmBackend b : xgrad::kernels::all_gemm_backends)
+        if (xgrad::kernels::backend_available<T>(b)) backends.push_back(b);
     std::mt19937 rng(3);
     std::uniform_real_distribution<double> uniform(-1, 1);
-    std::printf("| config | shape (m, n, k) | op | OpenBLAS µs | xgrad µs | ratio | max rel diff |\n|---|---|---|---|---|---|---|\n");
+    std::printf("| config | shape (m, n, k) | op |");
+    for (GemmBackend b : backends) std::printf(" %s µs (/ fastest) |", xgrad::kernels::backend_name(b));
+    std::printf(" GFLOP/s of the fastest | max rel diff |\n|---|---|---|");
+    for (std::size_t i = 0; i < backends.size() + 2; ++i) std::printf("---|");
+    std::printf("\n");
     for (const auto& name : names) {
-        for (const Shape& s : shapes_of(configs.at(name))) {
-            std::vector<T> a(s.m * s.k), b(s.k * s.n), c_blas(s.m * s.n), c_kernel(s.m * s.n);
+        const std::vector<Shape> shapes =
+            configs.count(name) ? shapes_of(configs.at(name)) : gpt_shapes_of(gpt_configs.at(name));
+        for (const Shape& s : shapes) {
+            std::vector<T> a(s.m * s.k), b(s.k * s.n);
+            std::vector<std::vector<T>> c(backends.size(), std::vector<T>(s.m * s.n));
             for (auto& v : a) v = T(uniform(rng));
             for (auto& v : b) v = T(uniform(rng));
-            // about 0.2 s per shape and implementation, at least 5 calls
+            // about 0.2 s per shape and back end, at least 5 calls
             const double flops = 2.0 * double(s.m * s.n * s.k);
             const int calls = std::max(5, std::min(reps, int(2e10 / flops)));
-            std::vector<double> t_blas, t_kernel;
-            for (int r = 0; r < calls + 2; ++r) {
-                auto t0 = Clock::now();
-                blas_gemm(s, a.data(), b.data(), c_blas.data());
-                const double us_blas = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-                t0 = Clock::now();
-                kernel_gemm(s, a.data(), b.data(), c_kernel.data());
-                const double us_kernel = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-                if (r >= 2) t_blas.push_back(us_blas), t_kernel.push_back(us_kernel);
-            }
+            std::vector<std::vector<double>> times(backends.size());
+            for (int r = 0; r < calls + 2; ++r)
+                for (std::size_t i = 0; i < backends.size(); ++i) {
+                    const auto t0 = Clock::now();
+                    run_backend(backends[i], s, a.data(), b.data(), c[i].data());
+                    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+                    if (r >= 2) times[i].push_back(us);
+                }
             double diff = 0, scale = 0;
-            for (std::size_t i = 0; i < c_blas.size(); ++i)
-                diff = std::max(diff, std::fabs(double(c_blas[i]) - double(c_kernel[i]))),
-                scale = std::max(scale, std::fabs(double(c_blas[i])));
-            const auto median = [](std::vector<double> v) {
-                std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-                return v[v.size() / 2];
-            };
-            const double mb = median(t_blas), mk = median(t_kernel);
-            std::printf("| %s | %zu, %zu, %zu | %s%s %s | %.2f | %.2f | %.2f | %.1e |\n", name.c_str(), s.m, s.n, s.k,
-                        s.a_trans ? "T" : "N", s.b_trans ? "T" : "N", s.where, mb, mk, mk / mb, diff / scale);
+            for (std::size_t i = 1; i < backends.size(); ++i)
+                for (std::size_t e = 0; e < c[0].size(); ++e)
+                    diff = std::max(diff, std::fabs(double(c[i][e]) - double(c[0][e]))),
+                    scale = std::max(scale, std::fabs(double(c[0][e])));
+            std::vector<double> medians;
+            for (auto& t : times) {
+                std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+                medians.push_back(t[t.size() / 2]);
+            }
+            const double fastest = *std::min_element(medians.begin(), medians.end());
+            std::printf("| %s | %zu, %zu, %zu | %s%s %s |", name.c_str(), s.m, s.n, s.k, s.a_trans ? "T" : "N",
+                        s.b_trans ? "T" : "N", s.where);
+            for (double m : medians) std::printf(" %.2f (%.2f) |", m, m / fastest);
+            std::printf(" %.1f | %.1e |\n", flops / fastest * 1e-3, scale > 0 ? diff / scale : 0.0);
         }
     }
 }
@@ -117,7 +141,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     std::istringstream words(list);
     for (std::string w; words >> w;) {
-        if (!configs.count(w)) {
+        if (!configs.count(w) && !gpt_configs.count(w)) {
             std::fprintf(stderr, "gemm_compare: unknown configuration %s\n", w.c_str());
             return 2;
         }

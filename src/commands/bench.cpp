@@ -105,6 +105,16 @@ nlohmann::json allocs_json(const Timing& t) {
     return heap_allocations_counted() ? nlohmann::json(t.allocs_per_step) : nlohmann::json();
 }
 
+// Prints the JSON line with the data-parallel fields and the GEMM back end chosen for each shape
+// class the step ran (kernels/gemm_choice.hpp; XGRAD_GEMM forces one).
+void print_line(nlohmann::ordered_json line, const nlohmann::ordered_json& data_parallel) {
+    line.update(data_parallel);
+    nlohmann::ordered_json gemm = nlohmann::ordered_json::object();
+    for (const auto& [shape_class, backend] : kernels::GemmChoices::instance().list()) gemm[shape_class] = backend;
+    line["gemm"] = gemm;
+    fmt::print("{}\n", line.dump());
+}
+
 // The data-parallel fields of the JSON line (world size 1 outside mpirun: nothing to reduce).
 template <Real T>
 nlohmann::ordered_json data_parallel_json(const dist::Context& ctx, const BenchOptions& o, const Timing& t,
@@ -144,8 +154,7 @@ int run(const BenchOptions& o) {
             {"B", c.batch}, {"T", c.seq}, {"dtype", o.dtype}, {"threads", o.threads}, {"steps", o.steps},
             {"median_us", t.median_us}, {"gflops", workload.flops() / t.median_us * 1e-3},
             {"peak_rss_mb", peak_rss_mb()}, {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
-        line.update(dp);
-        fmt::print("{}\n", line.dump());
+        print_line(line, dp);
         return 0;
     }
     if (o.model != "mha") {
@@ -158,8 +167,7 @@ int run(const BenchOptions& o) {
             {"ffn", o.ffn}, {"layers", o.layers}, {"dropout", o.dropout}, {"dtype", o.dtype}, {"threads", o.threads},
             {"steps", o.steps}, {"median_us", t.median_us}, {"peak_rss_mb", peak_rss_mb()},
             {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
-        line.update(dp);
-        fmt::print("{}\n", line.dump());
+        print_line(line, dp);
         return 0;
     }
     bench::MhaConfig mine = c;
@@ -174,10 +182,9 @@ int run(const BenchOptions& o) {
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
         {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
-    line.update(dp);
     // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
     line["blas_core"] = openblas_get_corename();
-    fmt::print("{}\n", line.dump());
+    print_line(line, dp);
     return 0;
 }
 

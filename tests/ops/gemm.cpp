@@ -1,10 +1,14 @@
-// xgrad's GEMM kernel (kernels/gemm_tiled.hpp) and kernels::gemm's choice of it, against a plain
-// triple loop in long double: every transpose it serves, edge tiles, leading dimensions wider than
-// the rows, alpha and beta, a bias added to every row, and beta = 0 never reading C (NaN there
-// must not leak).
+// Every GEMM back end (kernels/gemm_backends.hpp: xgrad's kernel, OpenBLAS, oneDNN) and kernels::gemm
+// against a plain triple loop in long double: every transpose, edge tiles, leading dimensions wider
+// than the rows, alpha and beta, a bias added to every row, and beta = 0 never reading C (NaN there
+// must not leak). Then how the back end is chosen (kernels/gemm_choice.hpp).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -66,7 +70,7 @@ std::pair<double, bool> error_of(Problem<T> pr, T alpha, T beta, Gemm gemm) {
 }
 
 template <class T>
-void check_kernel(double tolerance) {
+void check_backend(kernels::GemmBackend backend, double tolerance) {
     std::mt19937 rng(7);
     // full tiles, edge rows and columns, a partial last vector, k of 1, and kernels::gemm's sizes.
     // C^T is computed for every TT and, with B transposed, for {100,130,600} (B > 128 KB and
@@ -89,23 +93,26 @@ void check_kernel(double tolerance) {
                     if (with_bias)
                         for (std::size_t j = 0; j < s.n; ++j) pr.bias.push_back(T(0.25) * T(j % 7) - T(0.5));
                     const auto [err, padding_kept] = error_of(pr, alpha, beta, [&](Problem<T>& p) {
-                        kernels::tiled::gemm(at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb, beta,
-                                           p.c.data(), p.ldc, p.bias_or_null());
+                        kernels::gemm_block(backend, at, bt, s.m, s.n, s.k, alpha, p.a.data(), p.lda, p.b.data(), p.ldb,
+                                            beta, p.c.data(), p.ldc, p.bias_or_null());
                     });
                     CHECK(err < tolerance);
                     CHECK(padding_kept);
                 }
 }
 
-TEST_CASE("xgrad's GEMM kernel matches a long-double triple loop (float32 and float64)") {
-    check_kernel<float>(1e-5);
-    check_kernel<double>(1e-13);
+TEST_CASE("every GEMM back end of this build matches a long-double triple loop (float32 and float64)") {
+    for (const kernels::GemmBackend backend : kernels::all_gemm_backends) {
+        INFO("back end ", kernels::backend_name(backend));
+        if (kernels::backend_available<float>(backend)) check_backend<float>(backend, 1e-5);
+        if (kernels::backend_available<double>(backend)) check_backend<double>(backend, 1e-13);
+    }
+    CHECK(kernels::backend_available<float>(kernels::GemmBackend::openblas));
+    CHECK(kernels::backend_available<float>(kernels::GemmBackend::xgrad) == kernels::tiled::many_registers);
+    CHECK_FALSE(kernels::backend_available<double>(kernels::GemmBackend::onednn));
 }
 
-TEST_CASE("kernels::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, OpenBLAS otherwise; both agree") {
-    CHECK(kernels::tiled::preferred(1) == kernels::tiled::many_registers);
-    CHECK(kernels::tiled::preferred(2048) == kernels::tiled::many_registers);
-    CHECK_FALSE(kernels::tiled::preferred(4096));
+TEST_CASE("kernels::gemm, whichever back end it chose, matches the triple loop") {
     std::mt19937 rng(11);
     for (const auto& transposes : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
         for (const Shape s : {Shape{40, 70, 36}, Shape{12, 300, 100}, Shape{9, 20, 3000}, Shape{5, 6, 0}})
@@ -124,6 +131,64 @@ TEST_CASE("kernels::gemm: xgrad's kernel on AVX-512 builds for k up to 2048, Ope
                     CHECK(err < 1e-13);
                     CHECK(padding_kept);
                 }
+}
+
+TEST_CASE("GEMM back end choice: the fastest by 3 %, shared through the cache file, or forced") {
+    using kernels::GemmBackend, kernels::GemmChoices;
+    const kernels::GemmClass cls = kernels::gemm_class<float>(false, true, 40, 70, 36);
+    CHECK(cls.str() == "f32 NT m<=2^6 n<=2^7 k<=2^6");
+    CHECK(kernels::gemm_class<double>(true, false, 64, 65, 1).str() == "f64 TN m<=2^6 n<=2^7 k<=2^0");
+    // seconds per back end, as the timing callback reports them; counts the calls
+    int calls = 0;
+    const auto timed = [&](double xgrad, double openblas, double onednn) {
+        return [&calls, xgrad, openblas, onednn](GemmBackend b) {
+            ++calls;
+            return b == GemmBackend::xgrad ? xgrad : b == GemmBackend::openblas ? openblas : onednn;
+        };
+    };
+    const bool have_xgrad = kernels::backend_available<float>(GemmBackend::xgrad);
+    const bool have_onednn = kernels::backend_available<float>(GemmBackend::onednn);
+    SUBCASE("measured: a later back end must be 3 % faster; kept for the process") {
+        GemmChoices choices(nullptr, "");
+        CHECK(choices.choose<float>(cls, timed(1.0, 0.98, 2.0)) == (have_xgrad ? GemmBackend::xgrad : GemmBackend::openblas));
+        const int measured = calls;
+        CHECK(measured > 0);
+        CHECK(choices.choose<float>(cls, timed(9, 9, 0.1)) == (have_xgrad ? GemmBackend::xgrad : GemmBackend::openblas));
+        CHECK(calls == measured);  // not measured again
+        const auto other = kernels::gemm_class<float>(false, false, 8, 8, 8);
+        CHECK(choices.choose<float>(other, timed(1.0, 0.5, 0.9)) == GemmBackend::openblas);
+        CHECK(choices.list().size() == 2);
+    }
+    SUBCASE("a second process adopts the choice recorded in the file, whatever it measures") {
+        const auto dir = std::filesystem::temp_directory_path() / ("xgrad-gemm-test-" + std::to_string(::getpid()));
+        std::filesystem::remove_all(dir);
+        GemmChoices first(nullptr, dir), second(nullptr, dir);
+        CHECK(first.choose<float>(cls, timed(2.0, 1.0, 3.0)) == GemmBackend::openblas);
+        REQUIRE(std::filesystem::exists(first.file()));
+        CHECK(second.file() == first.file());
+        CHECK(second.choose<float>(cls, timed(0.1, 9.0, 9.0)) == GemmBackend::openblas);
+        std::ifstream file(first.file());
+        std::string header;
+        std::getline(file, header);
+        CHECK(header.rfind("# gemm choices v1;", 0) == 0);  // what the file's name is a hash of
+        std::filesystem::remove_all(dir);
+    }
+    SUBCASE("XGRAD_GEMM: forced without measuring; double falls back to measuring; bad names throw") {
+        GemmChoices forced("openblas", "");
+        CHECK(forced.choose<float>(cls, timed(0.1, 9, 9)) == GemmBackend::openblas);
+        CHECK(calls == 0);
+        if (have_onednn) {
+            GemmChoices onednn("onednn", "");
+            CHECK(onednn.choose<float>(cls, timed(0.1, 9, 9)) == GemmBackend::onednn);
+            CHECK(onednn.choose<double>(kernels::gemm_class<double>(false, true, 40, 70, 36), timed(9, 0.1, 9)) ==
+                  GemmBackend::openblas);
+        }
+        GemmChoices unknown("mkl", "");
+        CHECK_THROWS_WITH_AS(unknown.choose<float>(cls, timed(1, 1, 1)),
+                             "XGRAD_GEMM: unknown GEMM back end 'mkl' (xgrad, openblas, onednn or auto)", value_error);
+        GemmChoices automatic("auto", "");
+        CHECK_FALSE(automatic.forced().has_value());
+    }
 }
 
 }  // namespace test_ops_gemm

@@ -1,23 +1,21 @@
 // The GEMM entry point of the kernel layer: every matmul of xgrad goes through kernels::gemm,
-// which picks the back end for this build and CPU; callers never choose.
+// which runs the back end chosen for this CPU and shape (gemm_choice.hpp: xgrad's own kernel,
+// OpenBLAS or oneDNN, measured once per shape class); callers never choose.
 //   C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C, plus an optional bias (n) added to
 //   every row (Linear's, in the same pass as the product). Transposes are flags on the stored
 //   matrices, never materialized.
-// Back ends: xgrad's own register-tiled kernel (gemm_tiled.hpp) in AVX-512 builds for k ≤ 2048
-// (tiled::preferred), OpenBLAS otherwise. xgrad's threads split a large GEMM into blocks
-// (core/parallel.hpp).
+// xgrad's threads split a large GEMM into blocks (core/parallel.hpp), one single-threaded back-end
+// call each.
 #pragma once
-#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <string>
-#include <type_traits>
-
-#include <cblas.h>
+#include <vector>
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/kernels/gemm_tiled.hpp"
+#include "xgrad/kernels/gemm_choice.hpp"
 
 namespace xgrad::kernels {
 
@@ -25,25 +23,27 @@ enum class Op { none, trans };
 
 namespace detail {
 
-inline blasint dim(std::size_t d) {
+inline void check_blas_dim(std::size_t d) {
     if (d > static_cast<std::size_t>(INT_MAX))
         throw value_error("gemm: dimension " + std::to_string(d) + " exceeds the BLAS integer range");
-    return static_cast<blasint>(d);
 }
-inline CBLAS_TRANSPOSE flag(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
 
-// C's rows [0, rows) of n, ldc apart: C = beta · C + bias (bias may be null), C not read when beta is 0.
+// The product with `backend` on xgrad's threads: C split into blocks of rows (or of columns when
+// wider than tall), one call per block. Each element's sum over k is the back end's on its block,
+// so the result does not depend on the thread count.
 template <class T>
-void scale_add_bias(T* c, std::size_t rows, std::size_t n, std::size_t ldc, T beta, const T* bias) {
-    for (std::size_t r = 0; r < rows; ++r) {
-        T* row = c + r * ldc;
-        if (beta == T(0)) {
-            if (bias) std::copy(bias, bias + n, row);
-            else std::fill(row, row + n, T(0));
-        } else {
-            for (std::size_t j = 0; j < n; ++j) row[j] = beta * row[j] + (bias ? bias[j] : T(0));
-        }
-    }
+void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                 const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
+                 const T* bias) {
+    const bool by_rows = m >= n;
+    parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
+        const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
+        const T* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
+        const T* b_block = by_rows ? b : b + (tb ? begin * ldb : begin);
+        T* c_block = c + (by_rows ? begin * ldc : begin);
+        const T* bias_block = bias && !by_rows ? bias + begin : bias;
+        gemm_block(backend, ta, tb, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block, ldc, bias_block);
+    });
 }
 
 }  // namespace detail
@@ -59,35 +59,18 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
         if (beta != T(1) || bias) detail::scale_add_bias(c, m, n, ldc, beta, bias);
         return;
     }
-    const auto ta = detail::flag(op_a), tb = detail::flag(op_b);
-    const blasint ik = detail::dim(k), ilda = detail::dim(lda), ildb = detail::dim(ldb), ildc = detail::dim(ldc);
-    (void)detail::dim(m), (void)detail::dim(n);  // checked here: the blocks run on pool threads, which must not throw
-    // With xgrad threads (core/parallel.hpp): C split into blocks of rows (or of columns when
-    // wider than tall), one single-threaded kernel or BLAS call per block. Each element's sum over k is
-    // unchanged, so the result does not depend on the thread count.
-    const bool by_rows = m >= n;
-    const bool use_tiled = tiled::preferred(k);
-    parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
-        const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
-        const T* a_block = by_rows ? a + (op_a == Op::none ? begin * lda : begin) : a;
-        const T* b_block = by_rows ? b : b + (op_b == Op::none ? begin : begin * ldb);
-        T* c_block = c + (by_rows ? begin * ldc : begin);
-        const T* bias_block = bias && !by_rows ? bias + begin : bias;
-        if (use_tiled) {
-            tiled::gemm(op_a == Op::trans, op_b == Op::trans, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block,
-                         ldc, bias_block);
-            return;
-        }
-        // OpenBLAS has no bias: C = beta · C + bias first, then C += alpha · op(A) op(B)
-        const T blas_beta = bias ? T(1) : beta;
-        if (bias) detail::scale_add_bias(c_block, rows, cols, ldc, beta, bias_block);
-        if constexpr (std::is_same_v<T, float>)
-            cblas_sgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb,
-                        blas_beta, c_block, ildc);
-        else
-            cblas_dgemm(CblasRowMajor, ta, tb, blasint(rows), blasint(cols), ik, alpha, a_block, ilda, b_block, ildb,
-                        blas_beta, c_block, ildc);
+    // checked here: the blocks run on pool threads, which must not throw
+    for (std::size_t d : {m, n, k, lda, ldb, ldc}) detail::check_blas_dim(d);
+    const bool ta = op_a == Op::trans, tb = op_b == Op::trans;
+    std::vector<T> scratch;  // the first product of a shape class is timed into it, not into C
+    const GemmBackend backend = GemmChoices::instance().choose<T>(gemm_class<T>(ta, tb, m, n, k), [&](GemmBackend candidate) {
+        scratch.resize(m * n);
+        const auto start = std::chrono::steady_clock::now();
+        detail::gemm_blocks(candidate, ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), scratch.data(), n,
+                            static_cast<const T*>(nullptr));
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     });
+    detail::gemm_blocks(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 // A is stored (m,k) when op_a is none, (k,m) when trans; B likewise (k,n) or (n,k). All row-major

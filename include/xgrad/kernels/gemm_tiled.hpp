@@ -4,7 +4,7 @@
 // contiguous), then updates C once. R, X are op(A), op(B), or op(B)^T, op(A)^T computing C^T,
 // whichever packs less (gemm below). Each C element's sum runs over p in order, whichever tile,
 // row block or thread block computes it.
-// A GEMM back end of kernels::gemm (gemm.hpp), used on AVX-512 builds (preferred() below); the
+// A GEMM back end of kernels::gemm (gemm.hpp, gemm_backends.hpp) in AVX-512 builds; the
 // fused attention calls product() directly on operands it lays out itself.
 #pragma once
 #include <algorithm>
@@ -277,13 +277,6 @@ template <class T>
 void product(const Plan<T>& g, const T* x, std::size_t ldx) {
     product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols<T>, ldx}; });
 }
-
-// Whether this kernel is used instead of OpenBLAS: only when compiled for AVX-512, and k at most
-// 2048 (at k = 8192 it was no faster). Measured with bench/gemm_compare (bench/HISTORY.md):
-// 0.3-0.85x Debian OpenBLAS 0.3.21's time where OpenBLAS runs its AVX2 kernels (a Zen 5-class
-// EPYC); 0.8-1.0x on mid-size and large products but 1.15-1.3x on tiny's 100-wide ones where it
-// runs its AVX-512 kernels (a Zen 4-class EPYC).
-inline bool preferred(std::size_t k) { return many_registers && k <= 2048; }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null) with k ≥ 1;
 // k = 0 is the caller's. The tiles need X's rows contiguous. X = op(B) has them when B is not
