@@ -140,7 +140,7 @@ private:
     std::filesystem::path file_;
 
     // What the choices depend on: the CPU (its family, model and feature flags: a VM may name every
-    // EPYC alike), this build's SIMD level, OpenBLAS's build and oneDNN's version.
+    // EPYC alike), this build's SIMD level and optimization, OpenBLAS's build and oneDNN's version.
     static std::string identity() {
         std::ifstream cpuinfo("/proc/cpuinfo");
         std::string line, out = "gemm choices v1;";
@@ -149,6 +149,11 @@ private:
             for (const char* key : {"vendor_id", "cpu family", "model\t", "flags"})
                 if (line.rfind(key, 0) == 0) out += line + ";", ++fields;
         out += " simd alignment " + std::to_string(XTENSOR_DEFAULT_ALIGNMENT) + "; openblas " + openblas_get_config();
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)  // xgrad's kernel at -O0 or under ASan is slow
+        out += "; optimized";
+#else
+        out += "; unoptimized or sanitized";
+#endif
 #if XGRAD_HAVE_ONEDNN
         const dnnl_version_t* v = dnnl_version();
         out += "; onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
