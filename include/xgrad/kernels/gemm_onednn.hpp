@@ -107,13 +107,16 @@ private:
         }();
         return cpu;
     }
-    static dnnl_stream_t stream() {
-        thread_local const dnnl_stream_t s = [] {
+    static dnnl_stream_t stream() {  // one per thread, destroyed with it
+        struct Destroy {
+            void operator()(dnnl_stream_t s) const { dnnl_stream_destroy(s); }
+        };
+        thread_local const std::unique_ptr<dnnl_stream, Destroy> s = [] {
             dnnl_stream_t created;
             onednn_check(dnnl_stream_create(&created, engine(), dnnl_stream_default_flags));
-            return created;
+            return std::unique_ptr<dnnl_stream, Destroy>(created);
         }();
-        return s;
+        return s.get();
     }
 };
 
