@@ -133,6 +133,28 @@ TEST_CASE("kernels::gemm, whichever back end it chose, matches the triple loop")
                 }
 }
 
+TEST_CASE("every GEMM back end gives the same bits at 1 and 2 threads") {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    for (const kernels::GemmBackend backend : kernels::all_gemm_backends) {
+        if (!kernels::backend_available<float>(backend)) continue;
+        // (256, 768, 3072) is a GPT-2 product where oneDNN's k blocking follows the call's rows; the
+        // libraries' shape only: xgrad's kernel is compiled at -O0 in the sanitizer build
+        const Shape s = backend == kernels::GemmBackend::xgrad ? Shape{200, 300, 500} : Shape{256, 768, 3072};
+        std::vector<float> a(s.m * s.k), b(s.k * s.n), one(s.m * s.n), two(s.m * s.n);
+        for (auto& v : a) v = normal(rng);
+        for (auto& v : b) v = normal(rng);
+        for (auto* out : {&one, &two}) {
+            set_num_threads(out == &one ? 1 : 2);
+            kernels::detail::gemm_blocks(backend, false, true, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.k, 0.0f,
+                                         out->data(), s.n, static_cast<const float*>(nullptr));
+        }
+        set_num_threads(1);
+        INFO("back end ", kernels::backend_name(backend));
+        CHECK(one == two);
+    }
+}
+
 TEST_CASE("GEMM back end choice: the fastest by 3 %, shared through the cache file, or forced") {
     using kernels::GemmBackend, kernels::GemmChoices;
     const kernels::GemmClass cls = kernels::gemm_class<float>(false, true, 40, 70, 36);

@@ -7,6 +7,7 @@
 // xgrad's threads split a large GEMM into blocks (core/parallel.hpp), one single-threaded back-end
 // call each.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstddef>
@@ -29,20 +30,28 @@ inline void check_blas_dim(std::size_t d) {
 }
 
 // The product with `backend` on xgrad's threads: C split into blocks of rows (or of columns when
-// wider than tall), one call per block. Each element's sum over k is the back end's on its block,
-// so the result does not depend on the thread count.
+// wider than tall), one call per block. xgrad's kernel and OpenBLAS sum each element over k the
+// same way whatever the block, so their result does not depend on the thread count. oneDNN blocks
+// k by the shape of the call: it gets panels of a fixed 128 rows (or columns), whatever the threads.
 template <class T>
 void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                  const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                  const T* bias) {
     const bool by_rows = m >= n;
-    parallel_for(by_rows ? m : n, 2.0 * double(m) * double(n) * double(k), [&](std::size_t begin, std::size_t end) {
+    const auto block = [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const T* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
         const T* b_block = by_rows ? b : b + (tb ? begin * ldb : begin);
         T* c_block = c + (by_rows ? begin * ldc : begin);
         const T* bias_block = bias && !by_rows ? bias + begin : bias;
         gemm_block(backend, ta, tb, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block, ldc, bias_block);
+    };
+    const std::size_t extent = by_rows ? m : n;
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    if (backend != GemmBackend::onednn) return parallel_for(extent, flops, block);
+    constexpr std::size_t panel = 128;
+    parallel_for((extent + panel - 1) / panel, flops, [&](std::size_t first, std::size_t last) {
+        for (std::size_t p = first; p < last; ++p) block(p * panel, std::min(extent, (p + 1) * panel));
     });
 }
 
