@@ -143,7 +143,7 @@ private:
     // EPYC alike), this build's SIMD level and optimization, OpenBLAS's build and oneDNN's version.
     static std::string identity() {
         std::ifstream cpuinfo("/proc/cpuinfo");
-        std::string line, out = "gemm choices v1;";
+        std::string line, out = "gemm choices v2;";
         int fields = 0;
         while (fields < 4 && std::getline(cpuinfo, line))
             for (const char* key : {"vendor_id", "cpu family", "model\t", "flags"})
