@@ -111,6 +111,8 @@ void print_line(nlohmann::ordered_json line, const nlohmann::ordered_json& data_
     line.update(data_parallel);
     nlohmann::ordered_json gemm = nlohmann::ordered_json::object();
     for (const auto& [shape_class, backend] : kernels::GemmChoices::instance().list()) gemm[shape_class] = backend;
+    if (const auto forced = kernels::GemmChoices::instance().forced())  // XGRAD_GEMM: every float product
+        gemm["forced (XGRAD_GEMM)"] = kernels::backend_name(*forced);
     line["gemm"] = gemm;
     fmt::print("{}\n", line.dump());
 }
