@@ -12,6 +12,7 @@
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduce.hpp"
 #include "xgrad/ops/linalg.hpp"
+#include "xgrad/ops/autocast.hpp"
 #include "xgrad/ops/shape.hpp"
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/loss.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/precision.hpp"
 
 namespace xgrad {
 
@@ -57,6 +58,7 @@ public:
     bool requires_grad = false;
     bool is_leaf = true;
     bool stale = false;  // recorded on a tape that has since been cleared
+    MatmulPrecision matmul_precision = MatmulPrecision::float32;  // at recording; its backward runs in it too
     std::size_t tape_index = 0;  // position on its tape (meaningless for leaves)
 };
 
@@ -120,6 +122,7 @@ public:
         node->is_leaf = false;
         node->requires_grad = true;
         node->stale = false;
+        node->matmul_precision = detail::matmul_precision();
         node->label.clear();  // keeps its capacity: a steady step does not allocate
         node->reset_grad();
         ++size_;
@@ -159,10 +162,14 @@ public:
     // before it with a gradient passes it on, in reverse recording order.
     void run_backward(std::size_t root) {
         if (observer_) observer_->backward_begins(*this, root);
+        detail::MatmulPrecisionScope restore_precision(detail::matmul_precision());
         if (detail::anomaly_mode()) return run_backward_checked(root);
         for (std::size_t i = root + 1; i-- > 0;) {
             Node& n = *nodes_[i];
-            if (n.requires_grad && n.has_grad()) n.backward();
+            if (n.requires_grad && n.has_grad()) {
+                detail::matmul_precision() = n.matmul_precision;
+                n.backward();
+            }
             if (observer_) observer_->backward_passed(i);
         }
     }
@@ -194,6 +201,7 @@ private:
             Node& n = *nodes_[i];
             if (!n.requires_grad || !n.has_grad()) continue;
             writes.clear();
+            detail::matmul_precision() = n.matmul_precision;
             n.backward();
             for (const Node* input : writes)
                 if (const std::string what = input->nonfinite(true); !what.empty())

@@ -5,17 +5,21 @@
 //   every row (Linear's, in the same pass as the product). Transposes are flags on the stored
 //   matrices, never materialized.
 // xgrad's threads split a large GEMM into blocks (core/parallel.hpp), one single-threaded back-end
-// call each.
+// call each. Under MatmulPrecision::bfloat16 (core/precision.hpp, xgrad::Autocast) a float product
+// rounds A and B to bfloat16 and runs oneDNN's bfloat16 matmul, accumulating in float32.
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/core/precision.hpp"
 #include "xgrad/kernels/gemm_choice.hpp"
 
 namespace xgrad::kernels {
@@ -33,26 +37,65 @@ inline void check_blas_dim(std::size_t d) {
 // wider than tall), one call per block. xgrad's kernel and OpenBLAS sum each element over k the
 // same way whatever the block, so their result does not depend on the thread count. oneDNN blocks
 // k by the shape of the call: it gets panels of a fixed 128 rows (or columns), whatever the threads.
-template <class T>
+template <class T, class In>
 void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                 const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
+                 const In* a, std::size_t lda, const In* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                  const T* bias) {
     const bool by_rows = m >= n;
     const auto block = [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
-        const T* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
-        const T* b_block = by_rows ? b : b + (tb ? begin * ldb : begin);
+        const In* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
+        const In* b_block = by_rows ? b : b + (tb ? begin * ldb : begin);
         T* c_block = c + (by_rows ? begin * ldc : begin);
         const T* bias_block = bias && !by_rows ? bias + begin : bias;
         gemm_block(backend, ta, tb, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block, ldc, bias_block);
     };
     const std::size_t extent = by_rows ? m : n;
     const double flops = 2.0 * double(m) * double(n) * double(k);
-    if (backend != GemmBackend::onednn) return parallel_for(extent, flops, block);
+    if (backend != GemmBackend::onednn && !std::is_same_v<In, bfloat16>) return parallel_for(extent, flops, block);
     constexpr std::size_t panel = 128;
     parallel_for((extent + panel - 1) / panel, flops, [&](std::size_t first, std::size_t last) {
         for (std::size_t p = first; p < last; ++p) block(p * panel, std::min(extent, (p + 1) * panel));
     });
+}
+
+// A growing buffer per thread for bfloat16 copies of operands (no zeroing, no allocation once grown).
+class Bfloat16Buffer {
+public:
+    bfloat16* get(std::size_t size) {
+        if (size > size_) {
+            data_ = std::make_unique_for_overwrite<bfloat16[]>(size);
+            size_ = size;
+        }
+        return data_.get();
+    }
+
+private:
+    std::unique_ptr<bfloat16[]> data_;
+    std::size_t size_ = 0;
+};
+
+// A (rows, cols) with rows ld apart, rounded to bfloat16 into `buffer`, packed; on xgrad's threads.
+inline const bfloat16* rounded_operand(const float* a, std::size_t rows, std::size_t cols, std::size_t ld,
+                                       Bfloat16Buffer& buffer) {
+    bfloat16* packed = buffer.get(rows * cols);
+    parallel_for(rows, 4.0 * double(rows) * double(cols), [&](std::size_t begin, std::size_t end) {
+        to_bfloat16(a + begin * ld, end - begin, cols, ld, packed + begin * cols);
+    });
+    return packed;
+}
+
+// The product with bfloat16 operands and float32 accumulation (MatmulPrecision::bfloat16).
+inline void gemm_bfloat16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+                          const float* bias) {
+    if (!backend_available<float>(GemmBackend::onednn))
+        throw value_error("gemm: bfloat16 matmuls: " + bfloat16_matmul_unsupported());
+    thread_local Bfloat16Buffer a_buffer, b_buffer;
+    const std::size_t a_cols = ta ? m : k, b_cols = tb ? k : n;  // stored (ta ? (k,m) : (m,k)), likewise B
+    const bfloat16* a16 = rounded_operand(a, ta ? k : m, a_cols, lda, a_buffer);
+    const bfloat16* b16 = rounded_operand(b, tb ? n : k, b_cols, ldb, b_buffer);
+    gemm_blocks(GemmBackend::onednn, ta, tb, m, n, k, alpha, a16, a_cols, b16, b_cols, beta, c, ldc, bias);
 }
 
 }  // namespace detail
@@ -71,6 +114,9 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     // checked here: the blocks run on pool threads, which must not throw
     for (std::size_t d : {m, n, k, lda, ldb, ldc}) detail::check_blas_dim(d);
     const bool ta = op_a == Op::trans, tb = op_b == Op::trans;
+    if constexpr (std::is_same_v<T, float>)
+        if (matmul_precision() == MatmulPrecision::bfloat16)
+            return detail::gemm_bfloat16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
     std::vector<T> scratch;  // the first product of a shape class is timed into it, not into C
     const GemmBackend backend = GemmChoices::instance().choose<T>(gemm_class<T>(ta, tb, m, n, k), [&](GemmBackend candidate) {
         scratch.resize(m * n);

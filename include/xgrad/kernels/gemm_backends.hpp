@@ -3,7 +3,8 @@
 //   xgrad     the register-tiled kernel of gemm_tiled.hpp (builds with 32 vector registers: AVX-512)
 //   openblas  OpenBLAS's cblas_sgemm / cblas_dgemm
 //   onednn    oneDNN's matmul (float only; when built with Debian's libdnnl-dev, gemm_onednn.hpp),
-//             which picks its AVX2, AVX-512 or AMX code for the CPU it runs on
+//             which picks its AVX2, AVX-512 or AMX code for the CPU it runs on; the only one that
+//             takes bfloat16 operands (MatmulPrecision::bfloat16)
 // Which one runs for a product is decided in gemm_choice.hpp.
 #pragma once
 #include <algorithm>
@@ -19,6 +20,7 @@
 #define XGRAD_HAVE_ONEDNN 0
 #endif
 #include "xgrad/core/error.hpp"
+#include "xgrad/kernels/bfloat16.hpp"
 #include "xgrad/kernels/gemm_tiled.hpp"
 #if XGRAD_HAVE_ONEDNN
 #include "xgrad/kernels/gemm_onednn.hpp"
@@ -72,30 +74,40 @@ void scale_add_bias(T* c, std::size_t rows, std::size_t n, std::size_t ldc, T be
 
 }  // namespace detail
 
+// Why this process cannot run bfloat16 matmuls at their rate, or "" when it can.
+inline std::string bfloat16_matmul_unsupported() {
+#if XGRAD_HAVE_ONEDNN
+    return detail::bfloat16_matmul_unsupported();
+#else
+    return "this xgrad was built without oneDNN (Debian's libdnnl-dev), which runs them";
+#endif
+}
+
 // C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null), k ≥ 1, on the
 // calling thread with back end `backend` (available for T). Leading dimensions are row lengths of
 // the stored matrices, as in gemm.hpp; the caller has checked that they fit the BLAS integer.
-template <class T>
+// Operands In are T, or bfloat16 for a float C (oneDNN only).
+template <class T, class In>
 void gemm_block(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
+                const In* a, std::size_t lda, const In* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                 const T* bias) {
-    if (backend == GemmBackend::xgrad) {
-        if constexpr (tiled::many_registers) tiled::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
-        return;
-    }
+    constexpr bool bf16 = std::is_same_v<In, bfloat16>;
+    static_assert(std::is_same_v<In, T> || (bf16 && std::is_same_v<T, float>));
+    if constexpr (!bf16 && tiled::many_registers)
+        if (backend == GemmBackend::xgrad) return tiled::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
     // OpenBLAS and oneDNN have no bias: C = beta · C + bias first, then C += alpha · op(A) op(B)
     if (bias) detail::scale_add_bias(c, m, n, ldc, beta, bias);
     const T product_beta = bias ? T(1) : beta;
 #if XGRAD_HAVE_ONEDNN
     if constexpr (std::is_same_v<T, float>)
-        if (backend == GemmBackend::onednn)
-            return detail::onednn_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, product_beta, c, ldc);
+        if (bf16 || backend == GemmBackend::onednn)
+            return detail::onednn_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, product_beta, c, ldc);
 #endif
     const auto flag = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<In, float>)
         cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
                     blasint(ldb), product_beta, c, blasint(ldc));
-    else
+    else if constexpr (std::is_same_v<In, double>)
         cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
                     blasint(ldb), product_beta, c, blasint(ldc));
 }

@@ -1,6 +1,6 @@
 // oneDNN as a GEMM back end (gemm_backends.hpp): its matmul primitive on row-major matrices with
 // leading dimensions, C = alpha · op(A) op(B) + beta · C (alpha as output scales, beta as a sum
-// post-op). A primitive is made once per shape on each thread and kept, with its memory objects and
+// post-op), A and B float32 or bfloat16 (bfloat16.hpp), C float32. A primitive is made once per shape on each thread and kept, with its memory objects and
 // its scratchpad (oneDNN's packing buffers, given by us), so that a training step's products
 // allocate nothing. dnnl_sgemm would be simpler but allocates its buffers on every call.
 // Debian's oneDNN threads with OpenMP; each calling thread asks for a team of one (xgrad's threads
@@ -13,8 +13,12 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
+
+#include "xgrad/kernels/bfloat16.hpp"
 
 namespace xgrad::kernels::detail {
 
@@ -24,22 +28,22 @@ inline void onednn_check(dnnl_status_t status) {
 
 class OnednnMatmul {
 public:
-    // Shape, layout and scalars of a product: the primitive is specific to all of them.
+    // Shape, layout, scalars and operand type of a product: the primitive is specific to all of them.
     using Key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, bool, bool,
-                           float, float>;
+                           float, float, dnnl_data_type_t>;
 
     explicit OnednnMatmul(const Key& key) {
-        const auto [m, n, k, lda, ldb, ldc, ta, tb, alpha, beta] = key;
+        const auto [m, n, k, lda, ldb, ldc, ta, tb, alpha, beta, operand_type] = key;
         const dnnl_engine_t eng = engine();
-        auto desc = [](dnnl_dim_t rows, dnnl_dim_t cols, dnnl_dim_t ld, bool trans) {
+        auto desc = [](dnnl_dim_t rows, dnnl_dim_t cols, dnnl_dim_t ld, bool trans, dnnl_data_type_t type) {
             dnnl_memory_desc_t md;
             const dnnl_dims_t dims{rows, cols}, strides{trans ? 1 : ld, trans ? ld : 1};
-            onednn_check(dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides));
+            onednn_check(dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides));
             return md;
         };
-        const dnnl_memory_desc_t a_md = desc(dnnl_dim_t(m), dnnl_dim_t(k), dnnl_dim_t(lda), ta),
-                                 b_md = desc(dnnl_dim_t(k), dnnl_dim_t(n), dnnl_dim_t(ldb), tb),
-                                 c_md = desc(dnnl_dim_t(m), dnnl_dim_t(n), dnnl_dim_t(ldc), false);
+        const dnnl_memory_desc_t a_md = desc(dnnl_dim_t(m), dnnl_dim_t(k), dnnl_dim_t(lda), ta, operand_type),
+                                 b_md = desc(dnnl_dim_t(k), dnnl_dim_t(n), dnnl_dim_t(ldb), tb, operand_type),
+                                 c_md = desc(dnnl_dim_t(m), dnnl_dim_t(n), dnnl_dim_t(ldc), false, dnnl_f32);
         dnnl_matmul_desc_t op;
         onednn_check(dnnl_matmul_desc_init(&op, &a_md, &b_md, nullptr, &c_md));
         dnnl_primitive_attr_t attr;
@@ -71,9 +75,9 @@ public:
         dnnl_primitive_destroy(primitive_);
     }
 
-    void run(const float* a, const float* b, float* c) {
-        onednn_check(dnnl_memory_set_data_handle(a_, const_cast<float*>(a)));
-        onednn_check(dnnl_memory_set_data_handle(b_, const_cast<float*>(b)));
+    void run(const void* a, const void* b, float* c) {
+        onednn_check(dnnl_memory_set_data_handle(a_, const_cast<void*>(a)));
+        onednn_check(dnnl_memory_set_data_handle(b_, const_cast<void*>(b)));
         onednn_check(dnnl_memory_set_data_handle(c_, c));
         const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a_},
                                         {DNNL_ARG_WEIGHTS, b_},
@@ -120,9 +124,26 @@ private:
     }
 };
 
-inline void onednn_sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-                         std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-    OnednnMatmul::get({m, n, k, lda, ldb, ldc, ta, tb, alpha, beta}).run(a, b, c);
+// C (float) = alpha · op(A) op(B) + beta · C with A and B both float or both bfloat16.
+template <class In>
+void onednn_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const In* a,
+                 std::size_t lda, const In* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+    static_assert(std::is_same_v<In, float> || std::is_same_v<In, bfloat16>);
+    const dnnl_data_type_t type = std::is_same_v<In, float> ? dnnl_f32 : dnnl_bf16;
+    OnednnMatmul::get({m, n, k, lda, ldb, ldc, ta, tb, alpha, beta, type}).run(a, b, c);
+}
+
+// Why this process cannot run bfloat16 matmuls at their rate, or "" when it can: oneDNN's native
+// code needs AVX512_BF16 (Cooper Lake, Zen 4 and later) or AMX; without them it would emulate.
+inline std::string bfloat16_matmul_unsupported() {
+    const unsigned isa = unsigned(dnnl_get_effective_cpu_isa()), bf16 = unsigned(dnnl_cpu_isa_avx512_core_bf16);
+    if ((isa & bf16) == bf16) return "";
+    const char* level = isa == dnnl_cpu_isa_avx512_core_vnni ? "avx512_core_vnni"
+                        : isa == dnnl_cpu_isa_avx512_core    ? "avx512_core"
+                        : isa == dnnl_cpu_isa_avx2_vnni      ? "avx2_vnni"
+                        : isa == dnnl_cpu_isa_avx2           ? "avx2"
+                                                             : "below avx2";
+    return std::string("this CPU has neither AVX512_BF16 nor AMX-BF16 (oneDNN runs its ") + level + " code here)";
 }
 
 }  // namespace xgrad::kernels::detail

@@ -1,0 +1,130 @@
+// bfloat16 mixed precision (ops/autocast.hpp): rounding to bfloat16, kernels::gemm with bfloat16
+// operands against a long-double loop over the rounded operands, and the tape keeping each node's
+// precision for its backward. Parity with torch.autocast: tests/nn/gpt_parity.cpp.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "xgrad/xgrad.hpp"
+
+namespace test_ops_autocast {
+
+using namespace xgrad;
+using kernels::to_bfloat16;
+using kernels::to_float;
+
+std::uint16_t bits(float x) { return to_bfloat16(x).bits; }
+
+TEST_CASE("to_bfloat16 rounds to nearest even, keeps NaN and infinity, overflows to infinity") {
+    CHECK(bits(1.0f) == 0x3f80);
+    CHECK(bits(-2.0f) == 0xc000);
+    CHECK(bits(1.0f + 0x1p-8f) == 0x3f80);              // halfway between 1 and 1 + 2^-7: to the even 1
+    CHECK(bits(1.0f + 0x1p-7f + 0x1p-8f) == 0x3f82);    // halfway, odd below: up to 1 + 2^-6
+    CHECK(bits(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);   // past halfway: up
+    CHECK(bits(std::numeric_limits<float>::infinity()) == 0x7f80);
+    CHECK(bits(std::numeric_limits<float>::max()) == 0x7f80);  // as PyTorch: rounds up to inf
+    CHECK(std::isnan(to_float(to_bfloat16(std::bit_cast<float>(0x7f800001u)))));  // low-bit NaN stays NaN
+    CHECK(to_float(to_bfloat16(3.0f)) == 3.0f);
+    CHECK(to_float(to_bfloat16(0.1f)) == doctest::Approx(0.1).epsilon(0x1p-9));
+}
+
+bool bfloat16_here() {
+    const std::string why = bfloat16_unsupported();
+    if (!why.empty()) MESSAGE("bfloat16 not tested on this machine: " << why);
+    return why.empty();
+}
+
+// Largest |C − ref| / max|ref| for C = op(A) op(B) + bias (beta 0) with ref in long double over
+// `round`(A), `round`(B).
+template <class Round>
+double relative_error(const std::vector<float>& c, const std::vector<float>& a, const std::vector<float>& b,
+                      const std::vector<float>& bias, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
+                      Round round) {
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            long double sum = bias[j];
+            for (std::size_t p = 0; p < k; ++p)
+                sum += (long double)round(ta ? a[p * m + i] : a[i * k + p]) * round(tb ? b[j * k + p] : b[p * n + j]);
+            worst = std::max(worst, double(std::fabs(c[i * n + j] - sum)));
+            scale = std::max(scale, double(std::fabs(sum)));
+        }
+    return worst / scale;
+}
+
+TEST_CASE("kernels::gemm under bfloat16: the rounded operands' product, accumulated in float32") {
+    if (!bfloat16_here()) return;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    for (auto [m, n, k] : {std::array<std::size_t, 3>{7, 13, 29}, {130, 70, 300}, {33, 300, 64}})
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+                CAPTURE(m);
+                CAPTURE(n);
+                CAPTURE(k);
+                CAPTURE(ta);
+                CAPTURE(tb);
+                std::vector<float> a(m * k), b(k * n), bias(n), c(m * n, std::nanf(""));
+                for (auto* v : {&a, &b, &bias})
+                    for (float& x : *v) x = normal(rng);
+                {
+                    detail::MatmulPrecisionScope bf16(MatmulPrecision::bfloat16);
+                    kernels::gemm(ta ? kernels::Op::trans : kernels::Op::none, tb ? kernels::Op::trans : kernels::Op::none,
+                                  m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), bias.data());
+                }
+                const auto rounded = [](float x) { return to_float(to_bfloat16(x)); };
+                const auto exact = [](float x) { return x; };
+                CHECK(relative_error(c, a, b, bias, ta, tb, m, n, k, rounded) < 2e-6);
+                CHECK(relative_error(c, a, b, bias, ta, tb, m, n, k, exact) > 3e-4);  // it did round
+            }
+}
+
+TEST_CASE("Autocast: a node keeps the precision it was recorded in for its backward, wherever backward runs") {
+    if (!bfloat16_here()) return;
+    const xt::xtensor<float, 2> xv = randn<2>(std::array<std::size_t, 2>{16, 32}, 1),
+                                wv = randn<2>(std::array<std::size_t, 2>{24, 32}, 2),
+                                seed = randn<2>(std::array<std::size_t, 2>{16, 24}, 3);
+    // dW (24,32) = dYᵀ (24,16) · X (16,32), in float32 and in bfloat16 operands
+    xt::xtensor<float, 2> dw_float = xt::zeros<float>(wv.shape()), dw_bf16 = dw_float;
+    kernels::gemm(kernels::Op::trans, kernels::Op::none, 24, 32, 16, 1.0f, seed.data(), xv.data(), 0.0f, dw_float.data());
+    {
+        detail::MatmulPrecisionScope bf16(MatmulPrecision::bfloat16);
+        kernels::gemm(kernels::Op::trans, kernels::Op::none, 24, 32, 16, 1.0f, seed.data(), xv.data(), 0.0f, dw_bf16.data());
+    }
+    REQUIRE(xt::amax(xt::abs(dw_bf16 - dw_float))() > 1e-3);
+
+    auto x = parameter(xv), w = parameter(wv);
+    SUBCASE("recorded under Autocast, backward after it: bfloat16") {
+        Var<float, 2> y;
+        {
+            Autocast autocast(MatmulPrecision::bfloat16);
+            y = linear(x, w);
+        }
+        CHECK(y.node()->matmul_precision == MatmulPrecision::bfloat16);
+        CHECK(matmul_precision() == MatmulPrecision::float32);  // the scope ended
+        backward(y, seed);
+        CHECK(w.grad() == dw_bf16);
+    }
+    SUBCASE("recorded outside, backward inside Autocast: float32") {
+        const Var<float, 2> y = linear(x, w);
+        Autocast autocast(MatmulPrecision::bfloat16);
+        backward(y, seed);
+        CHECK(w.grad() == dw_float);
+        CHECK(matmul_precision() == MatmulPrecision::bfloat16);  // restored after the walk
+    }
+    SUBCASE("float64 ignores it") {
+        auto xd = parameter(xt::xtensor<double, 2>(xt::cast<double>(xv)));
+        auto wd = parameter(xt::xtensor<double, 2>(xt::cast<double>(wv)));
+        Autocast autocast(MatmulPrecision::bfloat16);
+        const auto y = linear(xd, wd);
+        backward(y, xt::xtensor<double, 2>(xt::cast<double>(seed)));
+        CHECK(xt::amax(xt::abs(wd.grad() - xt::cast<double>(dw_float)))() < 1e-4);
+    }
+    tape().clear();
+}
+
+}  // namespace test_ops_autocast
