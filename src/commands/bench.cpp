@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -113,6 +114,8 @@ void print_line(nlohmann::ordered_json line, const nlohmann::ordered_json& data_
     for (const auto& [shape_class, backend] : kernels::GemmChoices::instance().list()) gemm[shape_class] = backend;
     if (const auto forced = kernels::GemmChoices::instance().forced())  // XGRAD_GEMM: every float product
         gemm["forced (XGRAD_GEMM)"] = kernels::backend_name(*forced);
+    if (matmul_precision() == MatmulPrecision::bfloat16)  // --dtype bfloat16: every float product
+        gemm["bfloat16 operands (Autocast)"] = kernels::backend_name(kernels::GemmBackend::onednn);
     line["gemm"] = gemm;
     fmt::print("{}\n", line.dump());
 }
@@ -210,7 +213,9 @@ void setup_bench(CLI::App& cmd) {
         ->check(between(1, 64));
     cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer, masked_encoder)")
         ->check(between(0, 1));
-    cmd.add_option("--dtype", o.dtype, "float32 or float64")->check(CLI::IsMember({"float32", "float64"}));
+    cmd.add_option("--dtype", o.dtype,
+                   "float32, float64, or bfloat16 (float32 with bfloat16 matmul operands: xgrad::Autocast)")
+        ->check(CLI::IsMember({"float32", "float64", "bfloat16"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
@@ -223,7 +228,10 @@ void setup_bench(CLI::App& cmd) {
                 throw value_error("--heads " + std::to_string(o.config.heads) + " must divide --embed " +
                                   std::to_string(o.config.embed));
             set_num_threads(std::size_t(o.threads));
-            return o.dtype == "float64" ? run<double>(o) : run<float>(o);
+            if (o.dtype == "float64") return run<double>(o);
+            std::optional<Autocast> autocast;  // throws where bfloat16 matmuls cannot run natively
+            if (o.dtype == "bfloat16") autocast.emplace(MatmulPrecision::bfloat16);
+            return run<float>(o);
         };
     });
 }

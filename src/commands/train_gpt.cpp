@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -34,7 +35,7 @@ struct GptOptions {
     int eval_every = 250, eval_iters = 20;                         // eval_every: --eval_interval
     int checkpoint_every = 0;  // 0: at each evaluation
     int sample_tokens = 200;
-    std::string text, tokenizer = "char", gelu = "erf";
+    std::string text, tokenizer = "char", gelu = "erf", dtype = "float32";
     std::uint64_t seed = 1337;
     int threads = 0;
     int log_every = 100;
@@ -104,6 +105,8 @@ std::string csv_rows_upto(const std::filesystem::path& csv, int upto, LossCurve&
 }
 
 int train_gpt(GptOptions o) {
+    std::optional<Autocast> autocast;  // --dtype bfloat16: every matmul of the run (nanoGPT's ctx)
+    if (o.dtype == "bfloat16") autocast.emplace(MatmulPrecision::bfloat16);
     if (o.threads == 0) o.threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     set_num_threads(std::size_t(o.threads));
     const dist::Context& ctx = process_group();
@@ -136,11 +139,12 @@ int train_gpt(GptOptions o) {
     const auto params = adamw.parameters();
 
     say(fmt::format("GPT: {} layers, {} heads, embed {}, block {}, {} {} tokens ({} parameters); {}: {} tokens, "
-                    "{} train / {} val; batch {} x {} accumulated, AdamW lr {}{}{}",
+                    "{} train / {} val; batch {} x {} accumulated, AdamW lr {}, {}{}{}",
                     o.model.n_layer, o.model.n_head, o.model.n_embd, o.model.block_size, tok.vocab_size(),
                     o.tokenizer == "byte" ? "byte" : "character", model.num_params(), corpus.name(), windows.tokens(),
                     windows.tokens(text::Split::train), windows.tokens(text::Split::val), o.batch_size,
-                    o.gradient_accumulation_steps, o.learning_rate, ranks_note(ctx, shard, "sequences"),
+                    o.gradient_accumulation_steps, o.learning_rate,
+                    o.dtype == "bfloat16" ? "bfloat16 matmuls" : "float32", ranks_note(ctx, shard, "sequences"),
                     o.resume.empty() ? "" : fmt::format(", resumed at step {}", first_step - 1)));
 
     const std::filesystem::path out(o.out);
@@ -218,7 +222,7 @@ int train_gpt(GptOptions o) {
     const nlohmann::json metrics = {{"steps", o.steps}, {"final_loss", loss}, {"train_loss", evaluated[0]},
                                     {"val_loss", evaluated[1]}, {"seconds", seconds},
                                     {"tokens_per_second", tokens_per_step * (o.steps - first_step + 1) / seconds},
-                                    {"parameters", model.num_params()}, {"seed", o.seed},
+                                    {"parameters", model.num_params()}, {"seed", o.seed}, {"dtype", o.dtype},
                                     {"sample", samples.empty() ? "" : samples.back()}};
     curve.title = fmt::format("GPT {}x{}x{} on {} ({} tokens), AdamW lr {}", o.model.n_layer, o.model.n_head,
                               o.model.n_embd, corpus.name(), windows.tokens(), o.learning_rate);
@@ -265,6 +269,10 @@ void setup_train_gpt(CLI::App& cmd) {
         ->check(at_least(1));
     cmd.add_option("--sample-tokens", o.sample_tokens, "length of the sample shown at each evaluation")
         ->check(between(1, 100000));
+    cmd.add_option("--dtype", o.dtype,
+                   "float32, or bfloat16: matmuls take bfloat16 operands (float32 accumulation, weights, "
+                   "optimizer and loss), as nanoGPT's --dtype=bfloat16 autocast")
+        ->check(CLI::IsMember({"float32", "bfloat16"}));
     cmd.add_option("--seed", o.seed, "random seed (same seed and threads, same run)");
     cmd.add_option("--threads", o.threads, "threads (default: every core, at most 8)")->check(between(0, 64));
     add_progress_options(cmd, o);

@@ -71,4 +71,16 @@ expect_error "attention --from a --to b --adam-steps 0" \
     "xgrad attention: --adam-steps: must be in [1, 1000000000], got 0"
 expect_error "train copy --bogus" "xgrad train copy: The following argument was not expected: --bogus"
 expect_error "inspect" "xgrad inspect: --from is required"
+# --dtype bfloat16 where oneDNN has no native bfloat16 code (DNNL_MAX_CPU_ISA=AVX2 caps it as a CPU
+# without AVX512_BF16 or AMX would): one line naming Autocast, exit 2, nothing written.
+export DNNL_MAX_CPU_ISA=AVX2
+for cmd in "train gpt --max_iters 1 --out $work/bf16" "bench --steps 1"; do
+    # shellcheck disable=SC2086
+    run $cmd --dtype bfloat16
+    [ "$status" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] &&
+        grep -q "^xgrad ${cmd%% -*}: xgrad::Autocast(bfloat16): .*; train in float32 here$" "$work/err" ||
+        fail "xgrad $cmd --dtype bfloat16 without native bfloat16: status $status, $(cat "$work/err")"
+done
+unset DNNL_MAX_CPU_ISA
+[ ! -e "$work/bf16" ] || fail "train gpt --dtype bfloat16 wrote its folder before failing"
 echo "all command line checks passed"

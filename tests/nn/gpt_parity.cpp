@@ -12,6 +12,7 @@
 #include "xgrad/io/gpt_formats.hpp"
 #include "xgrad/io/npz.hpp"
 #include "xgrad/nn/gpt.hpp"
+#include "xgrad/ops/autocast.hpp"
 #include "xgrad/optim/adam.hpp"
 
 namespace test_nn_gpt_parity {
@@ -87,6 +88,64 @@ TEST_CASE("nn::GPT matches nanoGPT's model.py: logits, loss, every gradient, Ada
     }
     MESSAGE("worst relative error against nanoGPT: " << worst << "; after 3 AdamW steps, absolute: " << worst_adamw);
     CHECK(worst < 1e-12);
+}
+
+// ‖ours − ref‖ / ‖ref‖ over a whole array.
+template <class A>
+double relative_norm_error(const A& ours, const io::NpyArray& ref_array) {
+    const auto ref = ref_array.as_xarray<double>();
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        diff += std::pow(double(ours.data()[i]) - ref.data()[i], 2);
+        norm += ref.data()[i] * ref.data()[i];
+    }
+    return std::sqrt(diff / norm);
+}
+
+// Mixed precision against torch.autocast("cpu", dtype=torch.bfloat16) around nanoGPT's forward and
+// loss (tests/fixtures/make_gpt.py), at bfloat16's tolerance (PyTorch's own for bf16: 1.6e-2). Both
+// sides round matmul operands to bfloat16; PyTorch also rounds the matmuls' outputs, xgrad keeps them
+// float32, so they differ by about one bfloat16 rounding. The float32 step of the same model shows
+// that Autocast took effect: without it the gradients match nanoGPT's float32 ones to 1e-5.
+TEST_CASE("nn::GPT under xgrad::Autocast matches nanoGPT under torch.autocast at bfloat16 tolerances") {
+    if (const std::string why = bfloat16_unsupported(); !why.empty()) {
+        MESSAGE("bfloat16 not tested on this machine: " << why);
+        return;
+    }
+    const Case c("autocast_bf16");
+    Generator gen(1);
+    nn::GPT<float> model(c.config(), gen);
+    io::load_gpt_state_dict(model, c.with_prefix("param."), "fixture autocast_bf16");
+    const auto idx = c.ids("in.idx"), targets = c.ids("in.targets");
+    double worst_bf16 = 0, least_shift = 1, worst_f32 = 0;
+    for (const bool bf16 : {true, false}) {
+        Var<float, 0> loss;
+        {
+            Autocast autocast(bf16 ? MatmulPrecision::bfloat16 : MatmulPrecision::float32);
+            loss = nn::gpt_loss(model(idx), targets);
+        }
+        backward(loss);
+        const std::string prefix = bf16 ? "" : "f32.";
+        CHECK(loss.value()() == doctest::Approx(double(c.a.at(prefix + "out.loss").as_xarray<double>()())).epsilon(2e-3));
+        for_each_parameter_name(model, [&](const std::string& pname, const auto& var) {
+            CAPTURE(pname);
+            const double err = relative_norm_error(var.grad(), c.a.at(prefix + "grad." + pname));
+            if (bf16) {
+                worst_bf16 = std::max(worst_bf16, err);
+                // how far bfloat16 moved this gradient away from nanoGPT's float32 one
+                least_shift = std::min(least_shift, relative_norm_error(var.grad(), c.a.at("f32.grad." + pname)));
+            } else {
+                worst_f32 = std::max(worst_f32, err);
+            }
+        });
+        zero_grad(model);
+        tape().clear();
+    }
+    MESSAGE("gradients, relative error: bfloat16 against torch.autocast " << worst_bf16
+            << ", float32 against torch " << worst_f32 << "; bfloat16 moved every gradient by at least " << least_shift);
+    CHECK(worst_bf16 < 1.6e-2);
+    CHECK(worst_f32 < 1e-5);
+    CHECK(least_shift > 10 * worst_f32);  // Autocast did round: far above float32's own differences
 }
 
 }  // namespace test_nn_gpt_parity

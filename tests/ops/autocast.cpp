@@ -3,10 +3,13 @@
 // precision for its backward. Parity with torch.autocast: tests/nn/gpt_parity.cpp.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "xgrad/xgrad.hpp"
@@ -125,6 +128,26 @@ TEST_CASE("Autocast: a node keeps the precision it was recorded in for its backw
         CHECK(xt::amax(xt::abs(wd.grad() - xt::cast<double>(dw_float)))() < 1e-4);
     }
     tape().clear();
+}
+
+TEST_CASE("Autocast reaches xgrad's worker threads: a parallel loop's chunks run in the caller's precision") {
+    if (!bfloat16_here()) return;
+    set_num_threads(2);
+    Autocast autocast(MatmulPrecision::bfloat16);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> worker_ran = false, all_bfloat16 = true;
+    // chunks of 200 µs each: long enough for the worker to wake and take one
+    for (int attempt = 0; attempt < 500 && !worker_ran; ++attempt)
+        parallel_for(4, 64 * parallel_min_share, [&](std::size_t, std::size_t) {
+            const auto start = std::chrono::steady_clock::now();
+            while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(200)) {
+            }
+            if (std::this_thread::get_id() != caller) worker_ran = true;
+            if (matmul_precision() != MatmulPrecision::bfloat16) all_bfloat16 = false;
+        });
+    set_num_threads(1);
+    CHECK(worker_ran);
+    CHECK(all_bfloat16);
 }
 
 }  // namespace test_ops_autocast

@@ -31,12 +31,14 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
 #include <sched.h>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/precision.hpp"
 
 namespace xgrad {
 namespace detail {
@@ -268,10 +270,14 @@ void parallel_for(std::size_t n, double work, const Body& body) {
         std::min({n, parallel_chunks_per_thread * threads, shares < 2 ? std::size_t(1) : std::size_t(shares)});
     const std::size_t chunks = threads == 1 ? 1 : most >= threads ? most / threads * threads : most;
     if (chunks > 1 && !detail::ThreadPool::inside()) {
-        const auto call = [](const void* b, std::size_t begin, std::size_t end) {
-            (*static_cast<const Body*>(b))(begin, end);
+        // every chunk runs in the caller's matmul precision (Autocast is per thread)
+        const std::pair<const Body*, MatmulPrecision> job{&body, detail::matmul_precision()};
+        const auto call = [](const void* j, std::size_t begin, std::size_t end) {
+            const auto& [job_body, precision] = *static_cast<const std::pair<const Body*, MatmulPrecision>*>(j);
+            detail::MatmulPrecisionScope caller_precision(precision);
+            (*job_body)(begin, end);
         };
-        if (pool.run(n, chunks, call, &body)) return;
+        if (pool.run(n, chunks, call, &job)) return;
     }
     if (n > 0) body(std::size_t(0), n);
 }

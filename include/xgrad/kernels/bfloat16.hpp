@@ -2,10 +2,12 @@
 // rounded to nearest even as PyTorch and oneDNN round; NaN stays NaN. Only GEMM operands are
 // stored in it (kernels::gemm under MatmulPrecision::bfloat16); everything else stays float32.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace xgrad::kernels {
 
@@ -28,6 +30,70 @@ inline void to_bfloat16(const float* src, std::size_t rows, std::size_t cols, st
         bfloat16* out = dst + r * cols;
         for (std::size_t j = 0; j < cols; ++j) out[j] = to_bfloat16(in[j]);
     }
+}
+
+namespace detail {
+
+using Floats16 = float __attribute__((vector_size(64)));
+using Ints16 = std::int32_t __attribute__((vector_size(64)));
+using Uints16 = std::uint32_t __attribute__((vector_size(64)));
+using Halves16 = std::uint16_t __attribute__((vector_size(32)));
+
+// to_bfloat16 on 16 lanes at once.
+inline Halves16 to_bfloat16(Floats16 x) {
+    Uints16 u;
+    __builtin_memcpy(&u, &x, sizeof(u));
+    const Uints16 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const Uints16 nan_bits = (u >> 16) | 0x40u;
+    const auto nan = (u & 0x7fffffffu) > 0x7f800000u;  // lanes of all ones where NaN
+    return __builtin_convertvector(nan ? nan_bits : rounded, Halves16);
+}
+
+// Stage `bit` of a 16 × 16 transpose in registers: rows i and i|bit swap their blocks of columns
+// with that bit, so after the stages for bits 8, 4, 2, 1 row i holds column i.
+template <int bit, bool upper, int... j>
+constexpr Ints16 stage_mask(std::integer_sequence<int, j...>) {  // lanes 16.. are the second row's
+    return Ints16{(upper ? ((j & bit) ? 16 + j : j + bit) : ((j & bit) ? 16 + j - bit : j))...};
+}
+template <int bit>
+void transpose_stage(Floats16 (&rows)[16]) {
+    constexpr Ints16 lower_mask = stage_mask<bit, false>(std::make_integer_sequence<int, 16>{}),
+                     upper_mask = stage_mask<bit, true>(std::make_integer_sequence<int, 16>{});
+    for (int i = 0; i < 16; ++i)
+        if (!(i & bit)) {
+            const Floats16 lower = rows[i], upper = rows[i | bit];
+            rows[i] = __builtin_shuffle(lower, upper, lower_mask);
+            rows[i | bit] = __builtin_shuffle(lower, upper, upper_mask);
+        }
+}
+
+}  // namespace detail
+
+// dst (cols, rows), packed = the transpose of src (rows, cols) with rows ld apart, rounded: blocks of
+// 16 × 16 transposed in registers, the edges one element at a time.
+inline void to_bfloat16_transposed(const float* src, std::size_t rows, std::size_t cols, std::size_t ld,
+                                   bfloat16* dst) {
+    const std::size_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
+    constexpr std::size_t strip = 64;  // columns read per row at a time: whole cache lines, prefetched
+    for (std::size_t s0 = 0; s0 < full_cols; s0 += strip)
+        for (std::size_t r0 = 0; r0 < full_rows; r0 += 16)
+            for (std::size_t c0 = s0; c0 < std::min(full_cols, s0 + strip); c0 += 16) {
+            detail::Floats16 block[16];
+            for (int r = 0; r < 16; ++r) __builtin_memcpy(&block[r], src + (r0 + r) * ld + c0, sizeof(block[r]));
+            detail::transpose_stage<8>(block);
+            detail::transpose_stage<4>(block);
+            detail::transpose_stage<2>(block);
+            detail::transpose_stage<1>(block);
+            for (int c = 0; c < 16; ++c) {
+                const detail::Halves16 column = detail::to_bfloat16(block[c]);
+                __builtin_memcpy(dst + (c0 + c) * rows + r0, &column, sizeof(column));
+            }
+        }
+    const auto one = [&](std::size_t r, std::size_t c) { dst[c * rows + r] = to_bfloat16(src[r * ld + c]); };
+    for (std::size_t r = full_rows; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) one(r, c);
+    for (std::size_t r = 0; r < full_rows; ++r)
+        for (std::size_t c = full_cols; c < cols; ++c) one(r, c);
 }
 
 }  // namespace xgrad::kernels

@@ -41,7 +41,7 @@ template <class T, class In>
 void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                  const In* a, std::size_t lda, const In* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                  const T* bias) {
-    const bool by_rows = m >= n;
+    const bool by_rows = m >= n || std::is_same_v<In, bfloat16>;  // oneDNN's bf16 kernels want whole rows of C
     const auto block = [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const In* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
@@ -75,27 +75,30 @@ private:
     std::size_t size_ = 0;
 };
 
-// A (rows, cols) with rows ld apart, rounded to bfloat16 into `buffer`, packed; on xgrad's threads.
-inline const bfloat16* rounded_operand(const float* a, std::size_t rows, std::size_t cols, std::size_t ld,
-                                       Bfloat16Buffer& buffer) {
+// op(M) (rows, cols) of M stored (rows, cols) or, when `transposed`, (cols, rows), ld apart: rounded
+// to bfloat16 into `buffer`, packed row-major; on xgrad's threads.
+inline const bfloat16* rounded_operand(const float* stored, bool transposed, std::size_t rows, std::size_t cols,
+                                       std::size_t ld, Bfloat16Buffer& buffer) {
     bfloat16* packed = buffer.get(rows * cols);
     parallel_for(rows, 4.0 * double(rows) * double(cols), [&](std::size_t begin, std::size_t end) {
-        to_bfloat16(a + begin * ld, end - begin, cols, ld, packed + begin * cols);
+        if (transposed) to_bfloat16_transposed(stored + begin, cols, end - begin, ld, packed + begin * cols);
+        else to_bfloat16(stored + begin * ld, end - begin, cols, ld, packed + begin * cols);
     });
     return packed;
 }
 
-// The product with bfloat16 operands and float32 accumulation (MatmulPrecision::bfloat16).
+// The product with bfloat16 operands and float32 accumulation (MatmulPrecision::bfloat16). A is
+// packed as op(A) (m,k), B as stored: oneDNN's brgemm kernels take a transposed B, not A (it would
+// fall back to a GEMM that allocates on every call).
 inline void gemm_bfloat16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
                           const float* bias) {
     if (!backend_available<float>(GemmBackend::onednn))
         throw value_error("gemm: bfloat16 matmuls: " + bfloat16_matmul_unsupported());
     thread_local Bfloat16Buffer a_buffer, b_buffer;
-    const std::size_t a_cols = ta ? m : k, b_cols = tb ? k : n;  // stored (ta ? (k,m) : (m,k)), likewise B
-    const bfloat16* a16 = rounded_operand(a, ta ? k : m, a_cols, lda, a_buffer);
-    const bfloat16* b16 = rounded_operand(b, tb ? n : k, b_cols, ldb, b_buffer);
-    gemm_blocks(GemmBackend::onednn, ta, tb, m, n, k, alpha, a16, a_cols, b16, b_cols, beta, c, ldc, bias);
+    const bfloat16* a16 = rounded_operand(a, ta, m, k, lda, a_buffer);
+    const bfloat16* b16 = rounded_operand(b, false, tb ? n : k, tb ? k : n, ldb, b_buffer);
+    gemm_blocks(GemmBackend::onednn, false, tb, m, n, k, alpha, a16, k, b16, tb ? k : n, beta, c, ldc, bias);
 }
 
 }  // namespace detail

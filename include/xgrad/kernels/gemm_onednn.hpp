@@ -143,7 +143,7 @@ inline std::string bfloat16_matmul_unsupported() {
                         : isa == dnnl_cpu_isa_avx2_vnni      ? "avx2_vnni"
                         : isa == dnnl_cpu_isa_avx2           ? "avx2"
                                                              : "below avx2";
-    return std::string("this CPU has neither AVX512_BF16 nor AMX-BF16 (oneDNN runs its ") + level + " code here)";
+    return std::string("neither AVX512_BF16 nor AMX-BF16 is available (oneDNN runs its ") + level + " code here)";
 }
 
 }  // namespace xgrad::kernels::detail
