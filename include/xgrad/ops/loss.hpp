@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/expr.hpp"
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/ops/axis.hpp"
 
 namespace xgrad {
@@ -143,14 +146,16 @@ public:
     CrossEntropyOptions opt;
     LossMode mode = LossMode::mean;
     std::size_t counted = 0;  // non-ignored targets
+    std::vector<T> row_loss;  // (outer), the rows layout's losses before their sum
 
     const char* op_name() const override { return "cross_entropy"; }
     auto inputs() { return std::tie(logits); }
 
     void forward() {
+        log_prob.resize(logits.size());
+        if (split.inner == 1) return forward_rows();
         const auto [outer, C, inner] = split;
         const T* z = logits.value().data();
-        log_prob.resize(logits.size());
         const T eps = static_cast<T>(opt.label_smoothing);
         T total = 0;
         counted = 0;
@@ -181,19 +186,68 @@ public:
         if (mode == LossMode::mean) this->value.data()[0] = total / T(counted);  // 0/0 = NaN when all ignored
     }
 
+    // The class axis last ((N, C) logits, the GPT's): a row per position, log_softmax by the row
+    // kernels (SIMD exp), rows split over xgrad's threads, the losses summed in row order.
+    void forward_rows() {
+        const std::size_t rows = split.outer, C = split.extent;
+        const T eps = static_cast<T>(opt.label_smoothing);
+        const T* z = logits.value().data();
+        T* lp = log_prob.data();
+        row_loss.resize(rows);
+        parallel_for(rows, 16.0 * double(rows) * double(C), [&](std::size_t first, std::size_t last) {
+            std::copy(z + first * C, z + last * C, lp + first * C);
+            kernels::softmax_rows<true>(lp + first * C, last - first, C, C, kernels::EmptyLine::nan, kernels::NoMasks<T>{});
+            for (std::size_t r = first; r < last; ++r) {
+                const T* row = lp + r * C;
+                row_loss[r] = targets[r] == opt.ignore_index ? T(0) : -(1 - eps) * row[targets[r]];
+                if (eps != 0 && targets[r] != opt.ignore_index)
+                    row_loss[r] -= eps / T(C) * std::accumulate(row, row + C, T(0));
+            }
+        });
+        T total = 0;
+        counted = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+            counted += targets[r] != opt.ignore_index;
+            if (mode == LossMode::none) this->value.data()[r] = row_loss[r];
+            total += row_loss[r];
+        }
+        if (mode == LossMode::sum) this->value.data()[0] = total;
+        if (mode == LossMode::mean) this->value.data()[0] = total / T(counted);  // 0/0 = NaN when all ignored
+    }
+
+    // s of a position for the backward: dY (B, d...) for none, dY () for sum, dY () / counted for mean
+    T position_scale(const T* gy, std::size_t pos) const {
+        return mode == LossMode::none ? gy[pos] : mode == LossMode::sum ? gy[0] : gy[0] / T(counted);
+    }
+
     void backward() override {
         if (!logits.requires_grad()) return;
         // dZ (B, C, d...) += s (B, d...) · (p − q),  q = (1−ε)·one_hot(y) + ε/C over all C classes;
-        // s = dY (B, d...) for none, dY () for sum, dY () / counted for mean; ignored positions: 0
+        // s: position_scale; ignored positions: 0
         const auto [outer, C, inner] = split;
         const T* gy = this->grad_buffer().data();
         T* gz = logits.node()->grad_buffer().data();
         const T eps = static_cast<T>(opt.label_smoothing);
+        if (inner == 1) {  // rows: dZ row += s · exp(log p) − s·ε/C, then −s·(1−ε) at the target
+            using batch = simd::Vec<T>;
+            return parallel_for(outer, 12.0 * double(outer) * double(C), [&](std::size_t first, std::size_t last) {
+                for (std::size_t r = first; r < last; ++r) {
+                    if (targets[r] == opt.ignore_index) continue;
+                    const T scale = position_scale(gy, r);
+                    const batch vs(scale), smoothing(scale * eps / T(C));
+                    T* g = gz + r * C;
+                    kernels::for_each_vector(log_prob.data() + r * C, C, T(0), [&](std::size_t j, std::size_t count, batch v) {
+                        kernels::store_with_beta(g + j, vs * xsimd::exp(v) - smoothing, count, T(1));
+                    });
+                    g[targets[r]] -= scale * (1 - eps);
+                }
+            });
+        }
         for (std::size_t o = 0; o < outer; ++o)
             for (std::size_t i = 0; i < inner; ++i) {
                 const std::size_t pos = o * inner + i, base = o * C * inner + i;
                 if (targets[pos] == opt.ignore_index) continue;
-                const T s = mode == LossMode::none ? gy[pos] : mode == LossMode::sum ? gy[0] : gy[0] / T(counted);
+                const T s = position_scale(gy, pos);
                 for (std::size_t c = 0; c < C; ++c) {
                     const T q = (std::size_t(targets[pos]) == c ? 1 - eps : T(0)) + eps / T(C);
                     gz[base + c * inner] += s * (std::exp(log_prob[base + c * inner]) - q);
