@@ -59,47 +59,11 @@ void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size
     });
 }
 
-// A growing buffer per thread for bfloat16 copies of operands (no zeroing, no allocation once grown).
-class Bfloat16Buffer {
-public:
-    bfloat16* get(std::size_t size) {
-        if (size > size_) {
-            data_ = std::make_unique_for_overwrite<bfloat16[]>(size);
-            size_ = size;
-        }
-        return data_.get();
-    }
-
-private:
-    std::unique_ptr<bfloat16[]> data_;
-    std::size_t size_ = 0;
-};
-
-// op(M) (rows, cols) of M stored (rows, cols) or, when `transposed`, (cols, rows), ld apart: rounded
-// to bfloat16 into `buffer`, packed row-major; on xgrad's threads.
-inline const bfloat16* rounded_operand(const float* stored, bool transposed, std::size_t rows, std::size_t cols,
-                                       std::size_t ld, Bfloat16Buffer& buffer) {
-    bfloat16* packed = buffer.get(rows * cols);
-    parallel_for(rows, 4.0 * double(rows) * double(cols), [&](std::size_t begin, std::size_t end) {
-        if (transposed) to_bfloat16_transposed(stored + begin, cols, end - begin, ld, packed + begin * cols);
-        else to_bfloat16(stored + begin * ld, end - begin, cols, ld, packed + begin * cols);
-    });
-    return packed;
-}
-
-// The product with bfloat16 operands and float32 accumulation (MatmulPrecision::bfloat16). A is
-// packed as op(A) (m,k), B as stored: oneDNN's brgemm kernels take a transposed B, not A (it would
-// fall back to a GEMM that allocates on every call).
+// The product with bfloat16 operands and float32 accumulation (MatmulPrecision::bfloat16), both
+// rounded here on this call (see RoundedMatrix and gemm_rounded below to round once for several).
 inline void gemm_bfloat16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
-                          const float* bias) {
-    if (!backend_available<float>(GemmBackend::onednn))
-        throw value_error("gemm: bfloat16 matmuls: " + bfloat16_matmul_unsupported());
-    thread_local Bfloat16Buffer a_buffer, b_buffer;
-    const bfloat16* a16 = rounded_operand(a, ta, m, k, lda, a_buffer);
-    const bfloat16* b16 = rounded_operand(b, false, tb ? n : k, tb ? k : n, ldb, b_buffer);
-    gemm_blocks(GemmBackend::onednn, false, tb, m, n, k, alpha, a16, k, b16, tb ? k : n, beta, c, ldc, bias);
-}
+                          const float* bias);
 
 }  // namespace detail
 
@@ -138,5 +102,65 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
           T* c, const T* bias = nullptr) {
     gemm(op_a, op_b, m, n, k, alpha, a, op_a == Op::none ? k : m, b, op_b == Op::none ? n : k, beta, c, n, bias);
 }
+
+// ---- bfloat16 operands (MatmulPrecision::bfloat16) ----
+
+// A float matrix rounded to bfloat16 and packed, kept by its owner for several products: a Linear
+// rounds X and W once in forward and multiplies the same copies again in backward, as
+// torch.autocast keeps its casts. Growing storage: no allocation once it has held the largest.
+class RoundedMatrix {
+public:
+    // This = op(M) (rows, cols) of M stored (rows, cols), or (cols, rows) when `transposed`, ld
+    // apart; rounded on xgrad's threads.
+    void round(const float* stored, bool transposed, std::size_t rows, std::size_t cols, std::size_t ld) {
+        if (rows * cols > capacity_) {
+            data_ = std::make_unique_for_overwrite<bfloat16[]>(rows * cols);
+            capacity_ = rows * cols;
+        }
+        rows_ = rows, cols_ = cols;
+        bfloat16* packed = data_.get();
+        parallel_for(rows, 4.0 * double(rows) * double(cols), [&](std::size_t begin, std::size_t end) {
+            if (transposed) to_bfloat16_transposed(stored + begin, cols, end - begin, ld, packed + begin * cols);
+            else to_bfloat16(stored + begin * ld, end - begin, cols, ld, packed + begin * cols);
+        });
+    }
+    const bfloat16* data() const { return data_.get(); }
+    std::size_t rows() const { return rows_; }
+    std::size_t cols() const { return cols_; }
+
+private:
+    std::unique_ptr<bfloat16[]> data_;
+    std::size_t capacity_ = 0, rows_ = 0, cols_ = 0;
+};
+
+// C (m,n) = alpha · A (m,k) · op(B) + beta · C (+ bias (n) on every row), A and B rounded before:
+// B is (k,n), or (n,k) when b_trans (oneDNN's bfloat16 kernels take a transposed B, not A). In
+// float32 with oneDNN's bfloat16 matmul, whatever the current MatmulPrecision.
+inline void gemm_rounded(const RoundedMatrix& a, const RoundedMatrix& b, bool b_trans, float alpha, float beta, float* c,
+                         std::size_t ldc, const float* bias = nullptr) {
+    const std::size_t m = a.rows(), k = a.cols(), n = b_trans ? b.rows() : b.cols();
+    if ((b_trans ? b.cols() : b.rows()) != k)
+        throw shape_error("gemm_rounded: A (" + std::to_string(m) + ", " + std::to_string(k) + ") and B (" +
+                          std::to_string(b.rows()) + ", " + std::to_string(b.cols()) + ")" + (b_trans ? "ᵀ" : "") +
+                          " do not chain");
+    if (!backend_available<float>(GemmBackend::onednn))
+        throw value_error("gemm: bfloat16 matmuls: " + bfloat16_matmul_unsupported());
+    if (m == 0 || n == 0) return;
+    if (k == 0) return detail::scale_add_bias(c, m, n, ldc, beta, bias);
+    for (std::size_t d : {m, n, k, ldc}) detail::check_blas_dim(d);
+    detail::gemm_blocks(GemmBackend::onednn, false, b_trans, m, n, k, alpha, a.data(), k, b.data(), b.cols(), beta, c,
+                        ldc, bias);
+}
+
+namespace detail {
+inline void gemm_bfloat16(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc,
+                          const float* bias) {
+    thread_local RoundedMatrix a16, b16;
+    a16.round(a, ta, m, k, lda);  // op(A), packed
+    b16.round(b, false, tb ? n : k, tb ? k : n, ldb);  // B as stored
+    gemm_rounded(a16, b16, tb, alpha, beta, c, ldc, bias);
+}
+}  // namespace detail
 
 }  // namespace xgrad::kernels

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <concepts>
+#include <type_traits>
+#include <variant>
 #include <cstddef>
 #include <vector>
 
@@ -137,6 +139,13 @@ public:
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
     std::vector<T> pre_grad;  // with an activation, backward: dY ⊙ act'(pre), what the GEMMs read
+    // Under MatmulPrecision::bfloat16 (float only): X and W rounded once in forward, read again by
+    // backward with dY's rounded copies (kernels::RoundedMatrix); `rounded` says forward made them.
+    struct Rounded {
+        kernels::RoundedMatrix x, weight, dy, dy_t;
+    };
+    std::conditional_t<std::is_same_v<T, float>, Rounded, std::monostate> rounded_operands;
+    bool rounded = false;
 
     const char* op_name() const override {
         return activation == LinearActivation::relu ? "linear_relu"
@@ -165,8 +174,19 @@ public:
 
     void forward() {
         // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
-        kernels::gemm(kernels::Op::none, kernels::Op::trans, rows, out, in, T(1), x.value().data(), weight.value().data(),
-                      T(0), this->value.data(), bias ? bias.value().data() : nullptr);
+        const T* b = bias ? bias.value().data() : nullptr;
+        rounded = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
+        if constexpr (std::is_same_v<T, float>) {
+            if (rounded) {
+                Rounded& r = rounded_operands;
+                r.x.round(x.value().data(), false, rows, in, in);
+                r.weight.round(weight.value().data(), false, out, in, in);
+                kernels::gemm_rounded(r.x, r.weight, true, 1.0f, 0.0f, this->value.data(), out, b);
+            }
+        }
+        if (!rounded)
+            kernels::gemm(kernels::Op::none, kernels::Op::trans, rows, out, in, T(1), x.value().data(),
+                          weight.value().data(), T(0), this->value.data(), b);
         T* y = this->value.data();
         const std::size_t n = this->value.size();
         if (activation == LinearActivation::relu) {  // Y = relu(Y)
@@ -204,6 +224,8 @@ public:
                 });
             gy = gp;
         }
+        if constexpr (std::is_same_v<T, float>)
+            if (rounded) return backward_rounded(gy);
         if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
             const auto [gx, beta] = x.node()->grad_target();
             kernels::gemm(kernels::Op::none, kernels::Op::none, rows, in, out, T(1), gy, weight.value().data(), beta, gx);
@@ -212,6 +234,26 @@ public:
             const auto [gw, beta] = weight.node()->grad_target();
             kernels::gemm(kernels::Op::trans, kernels::Op::none, out, in, rows, T(1), gy, x.value().data(), beta, gw);
         }
+        bias_backward(gy);
+    }
+
+    // The same two products on the rounded X and W of forward and dY rounded here (float only).
+    void backward_rounded(const T* gy) {
+        Rounded& r = rounded_operands;
+        if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
+            const auto [gx, beta] = x.node()->grad_target();
+            r.dy.round(gy, false, rows, out, out);
+            kernels::gemm_rounded(r.dy, r.weight, false, 1.0f, beta, gx, in);
+        }
+        if (weight.requires_grad()) {  // dW (out,in) = dYᵀ (out,rows) · X (rows,in) + beta · dW
+            const auto [gw, beta] = weight.node()->grad_target();
+            r.dy_t.round(gy, true, out, rows, out);
+            kernels::gemm_rounded(r.dy_t, r.x, false, 1.0f, beta, gw, in);
+        }
+        bias_backward(gy);
+    }
+
+    void bias_backward(const T* gy) {
         if (bias && bias.requires_grad()) {  // db (out) = Σ_rows dY (rows,out) + beta · db
             const auto [gb, beta] = bias.node()->grad_target();
             column_sums(gy, rows, out, beta, gb);
