@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -148,6 +149,46 @@ TEST_CASE("Autocast reaches xgrad's worker threads: a parallel loop's chunks run
     set_num_threads(1);
     CHECK(worker_ran);
     CHECK(all_bfloat16);
+}
+
+// The attention nodes a MultiheadAttention forward records.
+std::vector<std::string> attention_ops_recorded(nn::MultiheadAttention<float>& m) {
+    const auto x = parameter(xt::xtensor<float, 3>(randn<3>(std::array<std::size_t, 3>{2, 16, 32}, 4)));
+    m.forward(x, x, x);
+    std::vector<std::string> ops;
+    for (std::size_t i = 0; i < tape().size(); ++i)
+        if (std::string(tape()[i].op_name()).starts_with("attention")) ops.push_back(tape()[i].op_name());
+    tape().clear();
+    return ops;
+}
+
+TEST_CASE("Autocast: attention runs the path whose products take bfloat16 operands, not the float32 fused one") {
+    using nn::AttentionPath;
+    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, true) == AttentionPath::weights_and_context);
+    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, false) == AttentionPath::fused);
+    CHECK_THROWS_AS(nn::detail::choose_path(AttentionPath::fused, false, false, true), value_error);
+    if (!bfloat16_here()) return;
+    Generator gen(5);
+    nn::MultiheadAttention<float> m({.embed_dim = 32, .num_heads = 4, .batch_first = true}, gen);
+    CHECK(attention_ops_recorded(m) == std::vector<std::string>{"attention"});  // fused, float32
+    std::vector<std::string> ops;
+    {
+        Autocast autocast(MatmulPrecision::bfloat16);
+        ops = attention_ops_recorded(m);
+    }
+    CHECK(ops == std::vector<std::string>{"attention_weights", "attention_context"});
+    {
+        Autocast autocast(MatmulPrecision::bfloat16);
+        const auto x = parameter(xt::xtensor<float, 3>(randn<3>(std::array<std::size_t, 3>{2, 16, 32}, 4)));
+        const auto rounded = m.forward(x, x, x).output.value();
+        tape().clear();
+        Autocast float32(MatmulPrecision::float32);
+        const auto exact = m.forward(x, x, x).output.value();
+        const double change = xt::amax(xt::abs(rounded - exact))() / xt::amax(xt::abs(exact))();
+        CHECK(change > 1e-4);  // rounded operands
+        CHECK(change < 2e-2);  // by about bfloat16's precision, no more
+        tape().clear();
+    }
 }
 
 }  // namespace test_ops_autocast

@@ -12,7 +12,8 @@
 // | weights_and_context   | weights_context.hpp | MHA with need_weights or dropout           | the weights leave the op: two nodes,     |
 // |                       |                     |                                            | heads read in place, strided GEMMs       |
 // | fused                 | fused.hpp           | MHA without need_weights and dropout       | the weights stay inside: one node per    |
-// |                       |                     | (training loops, the Transformer layers)   | (b, h), scores transposed for SIMD       |
+// |                       |                     | (training loops, the Transformer layers),  | (b, h), scores transposed for SIMD       |
+// |                       |                     | not under Autocast(bfloat16)               |                                          |
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys).
 // Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
@@ -20,8 +21,10 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/core/precision.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
@@ -37,13 +40,19 @@ enum class AttentionPath { automatic, reference, weights_and_context, fused };
 
 namespace detail {
 
-inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dropout) {
+// bfloat16: float32 under Autocast(bfloat16). The fused path multiplies with xgrad's own float32
+// kernel, not kernels::gemm, so under Autocast the weights_and_context path runs instead: its
+// products take bfloat16 operands like every other matmul.
+inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dropout, bool bfloat16 = false) {
     const bool weights_leave = need_weights || dropout;
     if (asked == AttentionPath::automatic)
-        return weights_leave ? AttentionPath::weights_and_context : AttentionPath::fused;
+        return weights_leave || bfloat16 ? AttentionPath::weights_and_context : AttentionPath::fused;
     if (asked == AttentionPath::fused && weights_leave)
         throw value_error(std::string("MultiheadAttention: the fused path keeps the weights inside; it cannot run with ") +
                           (need_weights ? "need_weights" : "dropout"));
+    if (asked == AttentionPath::fused && bfloat16)
+        throw value_error("MultiheadAttention: the fused path multiplies in float32; under Autocast(bfloat16) ask for "
+                          "the automatic or weights_and_context path");
     return asked;
 }
 
@@ -71,7 +80,8 @@ AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const H
                        const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
     const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
     AttendResult<T> r;
-    switch (choose_path(o.path, o.need_weights, o.dropout > 0)) {
+    const bool bfloat16 = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
+    switch (choose_path(o.path, o.need_weights, o.dropout > 0, bfloat16)) {
     case AttentionPath::fused:
         r.context = fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
         break;
