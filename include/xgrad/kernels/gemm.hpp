@@ -36,14 +36,15 @@ inline void check_blas_dim(std::size_t d) {
 // The product with `backend` on xgrad's threads: C split into blocks of rows (or of columns when
 // wider than tall), one call per block. xgrad's kernel and OpenBLAS sum each element over k the
 // same way whatever the block, so their result does not depend on the thread count. oneDNN blocks
-// k by the shape of the call: it gets panels of a fixed 128 rows, whatever the threads.
+// k by the shape of the call: it gets panels of a fixed 128 rows (or columns), whatever the threads.
 template <class T, class In>
 void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                  const In* a, std::size_t lda, const In* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                  const T* bias) {
-    // oneDNN gets whole rows of C: its brgemm kernels take no strided C (they would fall back to a GEMM
-    // that allocates on every call)
-    const bool by_rows = m >= n || backend == GemmBackend::onednn;
+    // bfloat16 operands get whole rows of C: oneDNN's brgemm kernels take no C with rows further apart
+    // than its width (it would fall back to a GEMM that allocates on every call). Its float32 products
+    // keep column panels where wider than tall: that older GEMM is faster there than brgemm in rows.
+    const bool by_rows = m >= n || std::is_same_v<In, bfloat16>;
     const auto block = [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const In* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
