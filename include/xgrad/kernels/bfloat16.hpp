@@ -15,11 +15,18 @@ struct bfloat16 {
     std::uint16_t bits;
 };
 
+// Float bits u become their bfloat16 bits, in the low 16 bits: one 32-bit value or a vector of them
+// (in place: GCC's vector types are not passed by value, which would warn about the ABI).
+template <class Bits>
+void round_to_bfloat16_bits(Bits& u) {
+    const Bits rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    u = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded;  // a NaN's low bits could round it to inf
+}
+
 inline bfloat16 to_bfloat16(float x) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;  // a NaN's low bits could round it to inf
-    return {std::uint16_t(nan ? (u >> 16) | 0x40u : rounded)};
+    std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    round_to_bfloat16_bits(u);
+    return {std::uint16_t(u)};
 }
 inline float to_float(bfloat16 x) { return std::bit_cast<float>(std::uint32_t(x.bits) << 16); }
 
@@ -39,26 +46,26 @@ using Ints16 = std::int32_t __attribute__((vector_size(64)));
 using Uints16 = std::uint32_t __attribute__((vector_size(64)));
 using Halves16 = std::uint16_t __attribute__((vector_size(32)));
 
-// to_bfloat16 on 16 lanes at once.
-inline Halves16 to_bfloat16(Floats16 x) {
+// to_bfloat16 on 16 lanes at once, into out[0, 16).
+inline void to_bfloat16(const Floats16& x, bfloat16* out) {
     Uints16 u;
     __builtin_memcpy(&u, &x, sizeof(u));
-    const Uints16 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const Uints16 nan_bits = (u >> 16) | 0x40u;
-    const auto nan = (u & 0x7fffffffu) > 0x7f800000u;  // lanes of all ones where NaN
-    return __builtin_convertvector(nan ? nan_bits : rounded, Halves16);
+    round_to_bfloat16_bits(u);
+    const Halves16 halves = __builtin_convertvector(u, Halves16);
+    __builtin_memcpy(out, &halves, sizeof(halves));
 }
 
 // Stage `bit` of a 16 × 16 transpose in registers: rows i and i|bit swap their blocks of columns
 // with that bit, so after the stages for bits 8, 4, 2, 1 row i holds column i.
+template <int bit, bool upper, class Lanes = std::make_integer_sequence<int, 16>>
+struct StageMask;
 template <int bit, bool upper, int... j>
-constexpr Ints16 stage_mask(std::integer_sequence<int, j...>) {  // lanes 16.. are the second row's
-    return Ints16{(upper ? ((j & bit) ? 16 + j : j + bit) : ((j & bit) ? 16 + j - bit : j))...};
-}
+struct StageMask<bit, upper, std::integer_sequence<int, j...>> {  // lanes 16.. are the second row's
+    static constexpr Ints16 value{(upper ? ((j & bit) ? 16 + j : j + bit) : ((j & bit) ? 16 + j - bit : j))...};
+};
 template <int bit>
 void transpose_stage(Floats16 (&rows)[16]) {
-    constexpr Ints16 lower_mask = stage_mask<bit, false>(std::make_integer_sequence<int, 16>{}),
-                     upper_mask = stage_mask<bit, true>(std::make_integer_sequence<int, 16>{});
+    constexpr Ints16 lower_mask = StageMask<bit, false>::value, upper_mask = StageMask<bit, true>::value;
     for (int i = 0; i < 16; ++i)
         if (!(i & bit)) {
             const Floats16 lower = rows[i], upper = rows[i | bit];
@@ -78,17 +85,14 @@ inline void to_bfloat16_transposed(const float* src, std::size_t rows, std::size
     for (std::size_t s0 = 0; s0 < full_cols; s0 += strip)
         for (std::size_t r0 = 0; r0 < full_rows; r0 += 16)
             for (std::size_t c0 = s0; c0 < std::min(full_cols, s0 + strip); c0 += 16) {
-            detail::Floats16 block[16];
-            for (int r = 0; r < 16; ++r) __builtin_memcpy(&block[r], src + (r0 + r) * ld + c0, sizeof(block[r]));
-            detail::transpose_stage<8>(block);
-            detail::transpose_stage<4>(block);
-            detail::transpose_stage<2>(block);
-            detail::transpose_stage<1>(block);
-            for (int c = 0; c < 16; ++c) {
-                const detail::Halves16 column = detail::to_bfloat16(block[c]);
-                __builtin_memcpy(dst + (c0 + c) * rows + r0, &column, sizeof(column));
+                detail::Floats16 block[16];
+                for (int r = 0; r < 16; ++r) __builtin_memcpy(&block[r], src + (r0 + r) * ld + c0, sizeof(block[r]));
+                detail::transpose_stage<8>(block);
+                detail::transpose_stage<4>(block);
+                detail::transpose_stage<2>(block);
+                detail::transpose_stage<1>(block);
+                for (int c = 0; c < 16; ++c) detail::to_bfloat16(block[c], dst + (c0 + c) * rows + r0);
             }
-        }
     const auto one = [&](std::size_t r, std::size_t c) { dst[c * rows + r] = to_bfloat16(src[r * ld + c]); };
     for (std::size_t r = full_rows; r < rows; ++r)
         for (std::size_t c = 0; c < cols; ++c) one(r, c);
