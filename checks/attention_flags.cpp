@@ -1,6 +1,7 @@
 // nn::MultiheadAttention gradchecks over every flag combination (bias, add_bias_kv, add_zero_attn,
 // kdim/vdim, batch_first, batched) with each mask kind, with the weights returned and, every
-// fourth case, without (then, without dropout, the attention is one fused op); and with dropout.
+// second case, without (then, without dropout, the attention is one op: fused or memory-efficient,
+// in turn); and with dropout.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -92,11 +93,12 @@ nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t
     return fo;
 }
 
-GradcheckResult check_case(const Flags& f, Masks kind, std::size_t S, unsigned seed, bool need_weights) {
+GradcheckResult check_case(const Flags& f, Masks kind, std::size_t S, unsigned seed, bool need_weights,
+                           nn::AttentionPath path) {
     const std::size_t kd = f.kvdim ? 3 : E, vd = f.kvdim ? 5 : E;
     const Mha m = make_module(f);
     auto fo = make_masks(kind, f, S, seed);
-    fo.need_weights = need_weights;
+    fo.need_weights = need_weights, fo.path = path;
     if (!f.batched)
         return check_module<2>(m, randn<2>({L, E}, seed), randn<2>({S, kd}, seed + 1), randn<2>({S, vd}, seed + 2), fo);
     auto shape = [&](std::size_t len, std::size_t d) {
@@ -115,13 +117,18 @@ void add_combinations(std::vector<GradcheckCase>& cases, const std::vector<Masks
             const bool weights_returned = kind != Masks::valid_lens;  // as make_masks sets need_weights
             for (bool need_weights : {true, false}) {
                 if (need_weights && !weights_returned) continue;  // this mask kind returns none
-                // the fused op on every fourth case (its equality with the two ops on each mask kind and
-                // flag is tested in tests/nn/attention_paths.cpp): the sanitizer build's time
-                if (!need_weights && weights_returned && seed % 4 != 0) continue;
+                // without the weights, on every second case: the fused op (seed 4k) or the
+                // memory-efficient op (4k + 2); their equality with the two ops on each mask kind and
+                // flag is tested in tests/nn/attention_paths.cpp (the sanitizer build's time)
+                if (!need_weights && weights_returned && seed % 2 != 0) continue;
+                const nn::AttentionPath path = need_weights ? nn::AttentionPath::automatic
+                                               : seed % 4 == 2 ? nn::AttentionPath::memory_efficient
+                                                               : nn::AttentionPath::fused;
                 const std::string variant = f.str() + " masks=" + mask_names[int(kind)] + " S=" + std::to_string(S) +
-                                            " need_weights=" + (need_weights ? "1" : "0");
+                                            " need_weights=" + (need_weights ? "1" : "0") +
+                                            (path == nn::AttentionPath::memory_efficient ? " memory_efficient" : "");
                 cases.push_back({"MultiheadAttention", variant,
-                                 [=] { return check_case(f, kind, S, seed, need_weights); }});
+                                 [=] { return check_case(f, kind, S, seed, need_weights, path); }});
             }
             ++seed;
         }

@@ -1,5 +1,6 @@
 // Gradient checks of nn::GPT (nn/gpt.hpp): nanoGPT's loss with respect to every parameter (the tied
-// wte/lm_head tensor is one input), with and without biases, both GELU forms, a target ignored.
+// wte/lm_head tensor is one input), with and without biases, both GELU forms, a target ignored,
+// and on the memory-efficient attention path.
 #include <cstdint>
 
 #include "xgrad/check/registry.hpp"
@@ -8,7 +9,8 @@
 namespace xgrad::checks {
 namespace {
 
-GradcheckResult gpt_check(bool bias, nn::GeluForm gelu, std::size_t layers, std::uint64_t seed) {
+GradcheckResult gpt_check(bool bias, nn::GeluForm gelu, std::size_t layers, std::uint64_t seed,
+                          nn::AttentionPath path = nn::AttentionPath::automatic) {
     nn::GPTConfig c;
     c.n_layer = layers, c.n_head = 2, c.n_embd = 4, c.block_size = 4, c.vocab_size = 5, c.bias = bias, c.gelu = gelu;
     Generator gen(seed);
@@ -16,7 +18,7 @@ GradcheckResult gpt_check(bool bias, nn::GeluForm gelu, std::size_t layers, std:
     for_each_parameter(model, [&](const std::string&, auto& p) { init::normal_(p, 0.1, 0.6, gen); });
     const xt::xtensor<std::int64_t, 2> idx{{1, 4, 0, 2}, {3, 3, 1, 0}};
     const xt::xtensor<std::int64_t, 2> targets{{4, -1, 2, 1}, {0, 3, 3, 2}};
-    return gradcheck([&](auto& flat) { return nn::gpt_loss(with_flat_parameters(model, flat)(idx), targets); },
+    return gradcheck([&](auto& flat) { return nn::gpt_loss(with_flat_parameters(model, flat).forward(idx, {.path = path}).logits, targets); },
                      flatten_parameters(model));
 }
 
@@ -25,6 +27,8 @@ const RegisterGradchecks registered_gpt{"gpt", {
      [] { return gpt_check(true, nn::GeluForm::erf, 2, 71); }},
     {"GPT", "loss w.r.t. every parameter: 1 layer, no biases, tanh GELU",
      [] { return gpt_check(false, nn::GeluForm::tanh, 1, 72); }},
+    {"GPT", "loss w.r.t. every parameter: 1 layer, the memory-efficient attention (the causal rule)",
+     [] { return gpt_check(true, nn::GeluForm::erf, 1, 73, nn::AttentionPath::memory_efficient); }},
 }};
 
 }  // namespace

@@ -62,7 +62,7 @@ void check_close(const A& got, const B& want, double tolerance, const char* what
         const double a = double(got.data()[i]), b = double(want.data()[i]);
         if (a == b || (std::isnan(a) && std::isnan(b))) continue;  // equal infinities too
         if (!(std::abs(a - b) <= tolerance * (1 + std::abs(b))) && bad++ < 3)
-            FAIL_CHECK("element " << i << ": " << a << " vs " << b);
+            FAIL_CHECK(std::string(what) << " element " << i << ": " << a << " vs " << b);
     }
     CHECK(bad == 0);
 }
@@ -140,8 +140,8 @@ nn::MultiheadAttention<T> make_module(const Shape& s, bool batch_first, bool ext
 }
 
 // The fast paths against the reference, for every mask kind on shape s: the fused op (no
-// need_weights), the two ops (need_weights; the loss does not read the weights), and with dropout
-// the two ops against the reference drawing the same dropout mask.
+// need_weights), the memory-efficient op, the two ops (need_weights; the loss does not read the
+// weights), and with dropout the two ops against the reference drawing the same dropout mask.
 template <Real T>
 void check_paths_against_reference(const Shape& s, double tolerance) {
     unsigned seed = 10;
@@ -164,6 +164,8 @@ void check_paths_against_reference(const Shape& s, double tolerance) {
                 auto m = make_module<T>(s, batch_first, extra_keys);
                 const Run<T> reference = run(m, s, batch_first, on_path(nn::AttentionPath::reference, false), values);
                 check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, false), values), reference, tolerance);
+                check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::memory_efficient, false), values), reference,
+                           tolerance);
                 check_runs(run(m, s, batch_first, on_path(nn::AttentionPath::automatic, true), values), reference, tolerance);
                 auto dropping = make_module<T>(s, batch_first, extra_keys, 0.3);
                 Generator& gen = *dropping.dropout_generator;
@@ -190,6 +192,14 @@ TEST_CASE("attention paths: the reference's results in float32, lengths past one
     check_paths_against_reference<float>({4, 17, 17, 8, 4}, 2e-5);
 }
 
+TEST_CASE("attention paths: long sequences, where the memory-efficient op splits the queries into blocks") {
+    // block_rows_for: 109 rows for S = 300 in double (3 blocks, the last partial), 218 in float (2)
+    CHECK(nn::detail::block_rows_for<double>(300) == 109);
+    check_paths_against_reference<double>({2, 300, 300, 8, 2}, 1e-12);
+    // the projections' weight gradients sum N·L = 600 products in float: 1e-4 of their size
+    check_paths_against_reference<float>({2, 300, 300, 8, 2}, 1e-4);
+}
+
 TEST_CASE("attention paths: the fused path refuses need_weights and dropout, naming them") {
     const Shape s{2, 3, 3, 4, 2};
     auto m = make_module<double>(s, false, false);
@@ -200,46 +210,48 @@ TEST_CASE("attention paths: the fused path refuses need_weights and dropout, nam
                          value_error);
 }
 
-TEST_CASE("fused attention: a NaN in a padded key's value reaches neither output nor gradients") {
-    const Shape s{3, 5, 9, 8, 2};
-    auto m = make_module<double>(s, false, false);
-    auto fo = make_masks<double>(Masks::kpm_bool, s, 1);  // sequence 0 pads keys 0, 1 and 8
-    fo.need_weights = false;
-    xt::xtensor<double, 3> values = randn<3>({s.S, s.N, s.E}, 6);
-    const Run<double> clean = run(m, s, false, fo, values);
-    for (std::size_t e = 0; e < s.E; ++e) values(8, 0, e) = std::numeric_limits<double>::quiet_NaN();
-    const Run<double> poisoned = run(m, s, false, fo, values);
-    check_close(poisoned.output, clean.output, 0, "output");
-    check_close(poisoned.query_grad, clean.query_grad, 0, "query grad");
-    check_close(poisoned.key_grad, clean.key_grad, 0, "key grad");
-    check_close(poisoned.value_grad, clean.value_grad, 0, "value grad");
-    // the last sequence ignores every key: zero output before out_proj, no gradient to its query
-    for (std::size_t i = 0; i < s.L; ++i)
-        for (std::size_t e = 0; e < s.E; ++e) CHECK(clean.query_grad(i, s.N - 1, e) == 0.0);
+TEST_CASE("one-op attention (fused, memory_efficient): a NaN in a padded key's value reaches neither output nor gradients") {
+    for (nn::AttentionPath path : {nn::AttentionPath::fused, nn::AttentionPath::memory_efficient}) {
+        INFO("path " << int(path));
+        const Shape s{3, 5, 9, 8, 2};
+        auto m = make_module<double>(s, false, false);
+        auto fo = make_masks<double>(Masks::kpm_bool, s, 1);  // sequence 0 pads keys 0, 1 and 8
+        fo.need_weights = false, fo.path = path;
+        xt::xtensor<double, 3> values = randn<3>({s.S, s.N, s.E}, 6);
+        const Run<double> clean = run(m, s, false, fo, values);
+        for (std::size_t e = 0; e < s.E; ++e) values(8, 0, e) = std::numeric_limits<double>::quiet_NaN();
+        const Run<double> poisoned = run(m, s, false, fo, values);
+        check_close(poisoned.output, clean.output, 0, "output");
+        check_close(poisoned.query_grad, clean.query_grad, 0, "query grad");
+        check_close(poisoned.key_grad, clean.key_grad, 0, "key grad");
+        check_close(poisoned.value_grad, clean.value_grad, 0, "value grad");
+        // the last sequence ignores every key: zero output before out_proj, no gradient to its query
+        for (std::size_t i = 0; i < s.L; ++i)
+            for (std::size_t e = 0; e < s.E; ++e) CHECK(clean.query_grad(i, s.N - 1, e) == 0.0);
+    }
 }
 
-TEST_CASE("fused attention: its study internals are the weights op's scores and weights, with gradients") {
+// The one-op path `path` (memory_efficient in blocks of 4 queries) against the two ops, on masks
+// merged by fill: output, gradients, and its study internals (the weights op's scores and weights,
+// with gradients).
+template <class Fill>
+void check_one_op_against_two_ops(nn::AttentionPath path, const Fill& fill) {
     using namespace nn::detail;
-    constexpr std::size_t N = 2, L = 6, S = 7, E = 8, H = 2, D = E / H;
+    constexpr std::size_t N = 2, L = 10, S = 11, E = 8, H = 2, D = E / H;
     const auto q = parameter(xt::xtensor<double, 3>(randn<3>({L, N, E}, 1)));
     const auto k = parameter(xt::xtensor<double, 3>(randn<3>({S, N, E}, 2)));
     const auto v = parameter(xt::xtensor<double, 3>(randn<3>({S, N, E}, 3)));
     const auto heads = [](const Var<double, 3>& x) { return HeadOperand<double>{x, HeadLayout::of(x.shape(), false, H, D, 0)}; };
     const std::array<std::size_t, 3> out_shape{L, N, E};
     const HeadLayout out = HeadLayout::of(out_shape, false, H, D, 0);
-    std::mt19937_64 rng(9);
-    std::vector<double> ignore(N * H * L * S), additive(N * H * L * S);  // per score row: the general path
-    for (std::size_t i = 0; i < ignore.size(); ++i) ignore[i] = rng() % 100 < 30, additive[i] = double(rng() % 7) / 3.0;
-    const auto fill = [&](kernels::ScoreMasks<double>& masks) {
-        std::copy(ignore.begin(), ignore.end(), masks.for_writing(masks.ignore, 1));
-        std::copy(additive.begin(), additive.end(), masks.for_writing(masks.additive, 1));
-    };
     const xt::xtensor<double, 3> seed = randn<3>(out_shape, 4);
     const double scale = 0.5;
 
     Tape fused_tape, two_op_tape;  // a backward clears the gradients of its tape's every node
     TapeScope fused_scope(fused_tape);
-    const Var<double, 3> fused = fused_attention(heads(q), heads(k), heads(v), scale, fill, out, out_shape);
+    const Var<double, 3> fused = path == nn::AttentionPath::fused
+                                     ? fused_attention(heads(q), heads(k), heads(v), scale, fill, out, out_shape)
+                                     : memory_efficient_attention(heads(q), heads(k), heads(v), scale, fill, out, out_shape, 4);
     backward(fused, seed);
     const xt::xtensor<double, 3> fused_q = q.grad(), fused_k = k.grad(), fused_v = v.grad();
     q.zero_grad(), k.zero_grad(), v.zero_grad();
@@ -251,6 +263,7 @@ TEST_CASE("fused attention: its study internals are the weights op's scores and 
     check_close(fused_q, q.grad(), 1e-12, "query grad");
     check_close(fused_k, k.grad(), 1e-12, "key grad");
     check_close(fused_v, v.grad(), 1e-12, "value grad");
+    CHECK(xt::amax(xt::abs(fused_k))() > 0);
 
     std::vector<std::string> names;
     struct Flat {  // an ArrayView's elements, for check_close
@@ -281,22 +294,50 @@ TEST_CASE("fused attention: its study internals are the weights op's scores and 
     CHECK(names == std::vector<std::string>{"scores", "weights"});
 }
 
-TEST_CASE("fused attention: 2 threads give the 1-thread result exactly") {
-    const Shape s{2, 96, 96, 64, 4};  // 4·N·H·L·S·D = 4.7 MFLOP: above parallel_min_work
-    auto m = make_module<double>(s, false, false);
-    auto fo = make_masks<double>(Masks::kpm_bool, s, 1);
-    fo.need_weights = false;
-    const xt::xtensor<double, 3> values = randn<3>({s.S, s.N, s.E}, 6);
-    const Run<double> one = run(m, s, false, fo, values);
-    struct Threads {  // 2 threads for this scope
-        Threads() { set_num_threads(2); }
-        ~Threads() { set_num_threads(1); }
+TEST_CASE("one-op attention (fused, memory_efficient): the two ops' results and study internals, each mask form") {
+    constexpr std::size_t rows = 2 * 2 * 10, S = 11;  // N·H·L score rows
+    std::mt19937_64 rng(9);
+    std::vector<double> ignore(rows * S), additive(rows * S);  // per score row: the general form
+    for (std::size_t i = 0; i < ignore.size(); ++i) ignore[i] = rng() % 100 < 30, additive[i] = double(rng() % 7) / 3.0;
+    const auto general = [&](kernels::ScoreMasks<double>& masks) {
+        std::copy(ignore.begin(), ignore.end(), masks.for_writing(masks.ignore, 1));
+        std::copy(additive.begin(), additive.end(), masks.for_writing(masks.additive, 1));
     };
-    const Run<double> two = [&] {
-        Threads two_threads;
-        return run(m, s, false, fo, values);
-    }();
-    check_runs(two, one, 0);
+    const auto causal = [](kernels::ScoreMasks<double>& masks) { kernels::merge_causal(masks, S); };  // the rule
+    const auto causal_after_one = [](kernels::ScoreMasks<double>& masks) { kernels::merge_causal(masks, S, 1); };
+    const auto causal_and_general = [&](kernels::ScoreMasks<double>& masks) {  // the rule written into rows
+        general(masks);
+        kernels::merge_causal(masks, S);
+        REQUIRE(!masks.causal.used);
+    };
+    for (nn::AttentionPath path : {nn::AttentionPath::fused, nn::AttentionPath::memory_efficient}) {
+        INFO("path " << int(path));
+        check_one_op_against_two_ops(path, general);
+        check_one_op_against_two_ops(path, causal);
+        check_one_op_against_two_ops(path, causal_after_one);
+        check_one_op_against_two_ops(path, causal_and_general);
+    }
+}
+
+TEST_CASE("one-op attention (fused, memory_efficient): 2 threads give the 1-thread result exactly") {
+    for (nn::AttentionPath path : {nn::AttentionPath::fused, nn::AttentionPath::memory_efficient}) {
+        INFO("path " << int(path));
+        const Shape s{2, 96, 96, 64, 4};  // 4·N·H·L·S·D = 4.7 MFLOP: above parallel_min_work
+        auto m = make_module<double>(s, false, false);
+        auto fo = make_masks<double>(Masks::kpm_bool, s, 1);
+        fo.need_weights = false, fo.path = path;
+        const xt::xtensor<double, 3> values = randn<3>({s.S, s.N, s.E}, 6);
+        const Run<double> one = run(m, s, false, fo, values);
+        struct Threads {  // 2 threads for this scope
+            Threads() { set_num_threads(2); }
+            ~Threads() { set_num_threads(1); }
+        };
+        const Run<double> two = [&] {
+            Threads two_threads;
+            return run(m, s, false, fo, values);
+        }();
+        check_runs(two, one, 0);
+    }
 }
 
 }  // namespace test_nn_attention_paths

@@ -1,4 +1,5 @@
-// Keys that every query of a head ignores are skipped by the attention (nn/attention/weights_context.hpp, fused.hpp):
+// Keys that every query of a head ignores are skipped by the attention (nn/attention/weights_context.hpp, fused.hpp,
+// memory_efficient.hpp):
 // which keys count as live, and that skipping them changes nothing but NaN propagation. The oracle
 // is the same mask given as a float mask (-inf where ignored), which is never skipped.
 #include <algorithm>
@@ -97,6 +98,38 @@ TEST_CASE("ScoreMasks::live_keys: from the first key some query keeps to the las
     kernels::ScoreMasks<double> no_ignore;  // no ignore mask at all: every key
     no_ignore.reset(std::array<std::size_t, 3>{1, L, S});
     CHECK(no_ignore.live_keys(0, L).size() == S);
+}
+
+TEST_CASE("ScoreMasks: a causal mask is kept as a rule, its rows and live keys those of the stored mask") {
+    constexpr std::size_t heads = 2, offset = 3;  // query i keeps keys 0..i + 3
+    kernels::ScoreMasks<double> rule;
+    rule.reset(std::array<std::size_t, 3>{heads, L, S});
+    kernels::merge_causal(rule, S, offset);
+    REQUIRE(rule.causal.used);
+    CHECK_FALSE(rule.ignore.used);  // nothing of rows × S stored
+    std::vector<std::vector<int>> stored(heads * L, std::vector<int>(S, 0));
+    for (std::size_t r = 0; r < heads * L; ++r)
+        for (std::size_t j = 0; j < S; ++j) {
+            stored[r][j] = j > r % L + offset;
+            CHECK(rule.ignore_row(r)[j] == double(stored[r][j]));
+        }
+    for (std::size_t first = 0; first < heads * L; ++first)  // runs within a head and across heads
+        for (std::size_t count = 1; first + count <= heads * L; ++count) {
+            INFO("rows " << first << " + " << count);
+            const kernels::KeyRange want = live_of(stored, first, count), got = rule.live_keys(first, count);
+            CHECK(got.begin == want.begin);
+            CHECK(got.end == want.end);
+            CHECK(got.holes == want.holes);
+        }
+    // merged with a stored ignore mask (a key padding), the rule is written into the rows: the union
+    kernels::ScoreMasks<double> both;
+    both.reset(std::array<std::size_t, 3>{heads, L, S});
+    kernels::merge_causal(both, S, offset);
+    double* padding = both.for_writing(both.ignore, L);  // rows of L score rows asked; kept finer
+    for (std::size_t r = 0; r < L / both.ignore.group; ++r) padding[r * S] = 1;  // key 0 of the first head's queries
+    CHECK_FALSE(both.causal.used);
+    for (std::size_t r = 0; r < heads * L; ++r)
+        for (std::size_t j = 0; j < S; ++j) CHECK(both.ignore_row(r)[j] == double(stored[r][j] || (j == 0 && r < L)));
 }
 
 TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the results of the -inf mask") {

@@ -165,9 +165,13 @@ std::set<std::string> attention_ops_recorded(nn::MultiheadAttention<float>& m) {
 
 TEST_CASE("Autocast: attention runs the path whose products take bfloat16 operands, not the float32 fused one") {
     using nn::AttentionPath;
-    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, true) == AttentionPath::weights_and_context);
-    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, false) == AttentionPath::fused);
-    CHECK_THROWS_AS(nn::detail::choose_path(AttentionPath::fused, false, false, true), value_error);
+    const std::size_t short_scores = 64 * 64, long_scores = nn::detail::long_attention;
+    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, short_scores, true) ==
+          AttentionPath::weights_and_context);
+    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, short_scores, false) == AttentionPath::fused);
+    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, long_scores, true) ==
+          AttentionPath::memory_efficient);
+    CHECK_THROWS_AS(nn::detail::choose_path(AttentionPath::fused, false, false, short_scores, true), value_error);
     if (!bfloat16_here()) return;
     Generator gen(5);
     nn::MultiheadAttention<float> m({.embed_dim = 32, .num_heads = 4, .batch_first = true}, gen);

@@ -39,7 +39,8 @@ void scores_columns(const T* k, std::size_t ldk, const T* qt, std::size_t keys, 
 }
 
 // Sᵀ rows j of the keys `keys`, lanes i < L, of the head whose score rows start at `first`:
-// + additive(i, j), then -inf where ignore(i, j); the ignore mask only when the range has holes.
+// + additive(i, j), then -inf where ignore(i, j) (stored, or the causal rule: query i ignores the
+// keys from keep(i), which grows with i); the ignore mask only when the range has holes.
 // A mask row serving all L queries of the head (a key_padding_mask) is a scalar per key row; other
 // masks are read element by element.
 template <Real T>
@@ -65,7 +66,13 @@ void apply_masks_columns(const ScoreMasks<T>& masks, std::size_t first, std::siz
         }
     };
     apply(masks.additive, [](T s, T a) { return s + a; });
-    if (keys.holes) apply(masks.ignore, [](T s, T ignored) { return ignored != T(0) ? neg_inf : s; });
+    if (!keys.holes) return;
+    apply(masks.ignore, [](T s, T ignored) { return ignored != T(0) ? neg_inf : s; });
+    if (masks.causal.used) {  // key j is ignored by the queries i with keep(i) <= j
+        const std::size_t S = masks.width, i0 = first % masks.queries();
+        for (std::size_t j = keys.begin; j < keys.end; ++j)
+            for (std::size_t i = 0; i < L && masks.causal.keep(i0 + i, S) <= j; ++i) st[(j - keys.begin) * ld + i] = neg_inf;
+    }
 }
 
 }  // namespace xgrad::kernels

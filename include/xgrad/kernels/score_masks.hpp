@@ -50,13 +50,26 @@ struct KeyRange {
     std::size_t size() const { return end - begin; }
 };
 
+// A causal mask kept as its rule, not as rows: query i (the index along the last leading axis)
+// ignores keys j > i + offset. While it is the only ignore mask of a call, nothing of size rows × S
+// is stored (what lets attention at long L keep O(L) memory); merged with another ignore mask it
+// is written into the ignore rows.
+struct CausalRule {
+    bool used = false;
+    std::size_t offset = 0;
+    // keys [0, keep(i)) of query i are kept
+    std::size_t keep(std::size_t i, std::size_t S) const { return std::min(S, i + offset + 1); }
+};
+
 // The merged masks of one call: 1 = ignore, 0 = keep (in T, so the softmax reads it with SIMD), and
 // values added to the scores. Kept by a node across steps: reset() starts a call without freeing.
+// Readers take a score row's ignore mask from ignore_row (stored or causal), never ignore.row.
 template <Real T>
 struct ScoreMasks {
     std::vector<std::size_t> leading;  // the scores' leading axes (..., L): their product is the rows
     std::size_t rows = 0, width = 0;   // score rows, S'
     MaskRows<T> ignore, additive;
+    CausalRule causal;
 
     template <class Shape>
     void reset(const Shape& scores_shape) {
@@ -64,12 +77,33 @@ struct ScoreMasks {
         width = scores_shape.back();
         rows = 1;
         for (std::size_t d : leading) rows *= d;
-        ignore.used = additive.used = false;
+        ignore.used = additive.used = causal.used = false;
+    }
+    bool any() const { return ignore.used || additive.used || causal.used; }
+    bool ignores() const { return ignore.used || causal.used; }
+    // The length of the last leading axis (the queries of the causal rule).
+    std::size_t queries() const { return leading.empty() ? 1 : leading.back(); }
+    // The ignore mask of a score row (null: none), stored or given by the causal rule: row i of the
+    // rule is a window of `staircase` (S zeros, then S ones) starting S − keep(i) in.
+    const T* ignore_row(std::size_t score_row) const {
+        if (causal.used) return staircase.data() + width - causal.keep(score_row % queries(), width);
+        return ignore.row(score_row);
+    }
+    // Sets the causal rule: kept as a rule when no other ignore mask is merged, else written.
+    void merge_causal_rule(std::size_t offset) {
+        if (ignore.used) return write_causal_rows(for_writing(ignore, 1), offset);
+        causal = {true, offset};
+        staircase.assign(2 * width, T(0));
+        std::fill(staircase.begin() + std::ptrdiff_t(width), staircase.end(), T(1));
     }
     // m's stored rows, for a writer that needs at most `group` score rows per stored row: zero on
     // first use in this call; rows stored coarser are first repeated to that group. The stored
-    // group may stay finer than asked (m.group).
+    // group may stay finer than asked (m.group). Writing ignore rows writes the causal rule first.
     T* for_writing(MaskRows<T>& m, std::size_t group) {
+        if (&m == &ignore && causal.used) {
+            causal.used = false;
+            write_causal_rows(for_writing(ignore, 1), causal.offset);
+        }
         if (!m.used) {
             m.stored.assign(rows / group * width, T(0));
             m.width = width, m.group = group, m.used = true;
@@ -88,10 +122,19 @@ struct ScoreMasks {
     // one inside. Each stored row serving them (one for a key_padding_mask) is scanned from its
     // ends inward, the scans stopping when the range is whole (a causal mask: the last row keeps
     // every key), then inside the range until an ignored key is found (a causal mask: at once).
+    // Under the causal rule the range ends after the last key its last query keeps; it has holes
+    // when another query keeps fewer.
     KeyRange live_keys(std::size_t first, std::size_t count) const {
         const std::size_t S = width;
+        if (count == 0 && ignores()) return {0, 0};
+        if (causal.used) {
+            const std::size_t L = queries(), i_first = first % L;
+            const bool wraps = i_first + count > L;  // the run spans heads: it holds queries 0 and L − 1
+            const std::size_t i_min = wraps ? 0 : i_first, i_max = wraps ? L - 1 : i_first + count - 1;
+            const std::size_t end = causal.keep(i_max, S);
+            return {0, end, causal.keep(i_min, S) < end};
+        }
         if (!ignore.used) return {0, S};
-        if (count == 0) return {0, 0};
         const std::size_t rows_begin = first / ignore.group, rows_end = (first + count - 1) / ignore.group + 1;
         const auto row = [&](std::size_t stored_row) { return ignore.stored.data() + stored_row * ignore.width; };
         std::size_t begin = S, end = 0;
@@ -119,6 +162,13 @@ struct ScoreMasks {
 
 private:
     std::vector<T> scratch;
+    std::vector<T> staircase;  // the causal rule's rows (ignore_row)
+
+    void write_causal_rows(T* stored, std::size_t offset) const {
+        const CausalRule rule{true, offset};
+        for (std::size_t r = 0; r < rows; ++r)
+            std::fill(stored + r * width + rule.keep(r % queries(), width), stored + (r + 1) * width, T(1));
+    }
 };
 
 // The masks of score rows first, first + 1, ... in the rows layout (a query per row), over the
@@ -131,7 +181,7 @@ struct RowMasks {
     std::size_t first;
     KeyRange keys;
 
-    const T* ignore(std::size_t i) const { return keys.holes ? from_first_key(masks.ignore.row(first + i)) : nullptr; }
+    const T* ignore(std::size_t i) const { return keys.holes ? from_first_key(masks.ignore_row(first + i)) : nullptr; }
     const T* additive(std::size_t i) const { return from_first_key(masks.additive.row(first + i)); }
     const T* from_first_key(const T* row) const { return row ? row + keys.begin : nullptr; }
     // The masks applied in place to `count` rows of scores over the keys, row i at s + i·lds.
@@ -216,8 +266,12 @@ void merge_values(ScoreMasks<T>& out, MaskKind kind, const V* data, std::span<co
 
 // causal over the last two leading axes: key j > query i + offset is ignored (top-left aligned when
 // offset is 0; a query block that follows `offset` earlier keys, as a key/value cache gives, otherwise).
+// S: the mask's keys (≤ the scores' width, the keys past it kept).
 template <Real T>
 void merge_causal(ScoreMasks<T>& out, std::size_t S, std::size_t offset = 0) {
+    // keys [S, width) are never masked (bias_k, add_zero_attn): the rule covers all keys, so it
+    // stands for the mask only when S is the width
+    if (S == out.width) return out.merge_causal_rule(offset);
     const std::size_t axes = std::min(out.leading.size(), max_mask_axes);
     MaskView view;
     view.fill(1);

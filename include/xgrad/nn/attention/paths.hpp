@@ -1,21 +1,23 @@
-// Attention in xgrad: one computation, three paths. Every path reads the same masks (the
+// Attention in xgrad: one computation, four paths. Every path reads the same masks (the
 // vocabulary of ops/mask.hpp merged by kernels/score_masks.hpp) and runs the same softmax kernels
 // (kernels/softmax.hpp); the fast paths compute their scores and apply their masks with the
-// routines of their layout (kernels/attention.hpp: rows for weights_and_context, columns for
-// fused), and are tested against the reference, output and every gradient, on every mask kind
-// (tests/nn/attention_paths.cpp).
+// routines of their layout (kernels/attention.hpp: rows for weights_and_context and
+// memory_efficient, columns for fused), and are tested against the reference, output and every
+// gradient, on every mask kind (tests/nn/attention_paths.cpp).
 //
-// | path                  | file                | runs when                                  | why                                      |
-// |-----------------------|---------------------|--------------------------------------------|------------------------------------------|
-// | reference             | reference.hpp       | scaled_dot_product_attention; MHA when      | plain ops (matmul, masked_softmax,       |
-// |                       |                     | asked (MhaForwardOptions::path)            | dropout): each step a node to inspect    |
-// | weights_and_context   | weights_context.hpp | MHA with need_weights or dropout           | the weights leave the op: two nodes,     |
-// |                       |                     |                                            | heads read in place, strided GEMMs       |
-// | fused                 | fused.hpp           | MHA without need_weights and dropout       | the weights stay inside: one node per    |
-// |                       |                     | (training loops, the Transformer layers),  | (b, h), scores transposed for SIMD       |
-// |                       |                     | not under Autocast(bfloat16)               |                                          |
+// | path                  | file                 | runs when (automatic)                     | why                                      |
+// |-----------------------|----------------------|-------------------------------------------|------------------------------------------|
+// | reference             | reference.hpp        | scaled_dot_product_attention; MHA when     | plain ops (matmul, masked_softmax,       |
+// |                       |                      | asked (MhaForwardOptions::path)            | dropout): each step a node to inspect    |
+// | weights_and_context   | weights_context.hpp  | need_weights or dropout; short sequences   | the weights leave the op: two nodes,     |
+// |                       |                      | under Autocast(bfloat16)                   | heads read in place, strided GEMMs       |
+// | fused                 | fused.hpp            | short sequences (L·S < long_attention)     | the weights stay inside: one node per    |
+// |                       |                      | in float32 and float64                     | (b, h), scores transposed for SIMD       |
+// | memory_efficient      | memory_efficient.hpp | long sequences (L·S ≥ long_attention)      | nothing of size L·S kept: blocks of      |
+// |                       |                      |                                            | queries, recomputed in backward          |
 //
-// The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys).
+// The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys);
+// memory_efficient also skips, block by block, the keys a causal mask hides.
 // Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
 #pragma once
 #include <array>
@@ -28,6 +30,7 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
+#include "xgrad/nn/attention/memory_efficient.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 #include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
@@ -36,23 +39,34 @@
 namespace xgrad::nn {
 
 // Which path a MultiheadAttention call runs; automatic follows the table above.
-enum class AttentionPath { automatic, reference, weights_and_context, fused };
+enum class AttentionPath { automatic, reference, weights_and_context, fused, memory_efficient };
 
 namespace detail {
 
+// From this many scores per head (L·S) on, automatic runs memory_efficient: there its causal
+// skipping and cache-sized blocks outrun the other paths, and the O(L·S) state they keep per
+// layer becomes the larger part of a step's memory (bench: docs/performance.md).
+inline constexpr std::size_t long_attention = 512 * 512;
+
 // bfloat16: float32 under Autocast(bfloat16). The fused path multiplies with xgrad's own float32
-// kernel, not kernels::gemm, so under Autocast the weights_and_context path runs instead: its
-// products take bfloat16 operands like every other matmul.
-inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dropout, bool bfloat16 = false) {
+// kernel, not kernels::gemm, so under Autocast the other paths run instead: their products take
+// bfloat16 operands like every other matmul.
+inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dropout, std::size_t scores_per_head,
+                                 bool bfloat16 = false) {
     const bool weights_leave = need_weights || dropout;
-    if (asked == AttentionPath::automatic)
-        return weights_leave || bfloat16 ? AttentionPath::weights_and_context : AttentionPath::fused;
-    if (asked == AttentionPath::fused && weights_leave)
-        throw value_error(std::string("MultiheadAttention: the fused path keeps the weights inside; it cannot run with ") +
-                          (need_weights ? "need_weights" : "dropout"));
+    if (asked == AttentionPath::automatic) {
+        if (weights_leave) return AttentionPath::weights_and_context;
+        if (scores_per_head >= long_attention) return AttentionPath::memory_efficient;
+        return bfloat16 ? AttentionPath::weights_and_context : AttentionPath::fused;
+    }
+    const bool one_op = asked == AttentionPath::fused || asked == AttentionPath::memory_efficient;
+    const char* name = asked == AttentionPath::fused ? "fused" : "memory_efficient";
+    if (one_op && weights_leave)
+        throw value_error(std::string("MultiheadAttention: the ") + name +
+                          " path keeps the weights inside; it cannot run with " + (need_weights ? "need_weights" : "dropout"));
     if (asked == AttentionPath::fused && bfloat16)
         throw value_error("MultiheadAttention: the fused path multiplies in float32; under Autocast(bfloat16) ask for "
-                          "the automatic or weights_and_context path");
+                          "another path");
     return asked;
 }
 
@@ -68,7 +82,7 @@ struct AttendOptions {
 template <Real T>
 struct AttendResult {
     Var<T, 3> context;  // the output's layout, (L, B, E) or (B, L, E): head h in columns [h·D, (h+1)·D)
-    Var<T, 3> weights;  // (B·H, L, S) after dropout; empty on the fused path
+    Var<T, 3> weights;  // (B·H, L, S) after dropout; empty on the one-op paths (fused, memory_efficient)
 };
 
 // The attention of projected heads, on the path of the table above: weights (B·H, L, S) =
@@ -81,9 +95,12 @@ AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const H
     const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
     AttendResult<T> r;
     const bool bfloat16 = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
-    switch (choose_path(o.path, o.need_weights, o.dropout > 0, bfloat16)) {
+    switch (choose_path(o.path, o.need_weights, o.dropout > 0, q.layout.len * k.layout.len, bfloat16)) {
     case AttentionPath::fused:
         r.context = fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
+        break;
+    case AttentionPath::memory_efficient:
+        r.context = memory_efficient_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
         break;
     case AttentionPath::reference: {
         const auto [ctx, w] = reference_heads_attention(q, k, v, scale, fill_masks, o.dropout, o.generator, o.batch_first);

@@ -37,7 +37,7 @@ SdpaResult<T, N> reference_attention(const Var<T, N>& q, const Var<T, N>& k, con
                                      const kernels::ScoreMasks<T>& masks, double p, Generator* gen) {
     const Var<T, N> scaled_q = q * scale;
     const Var<T, N> scores = matmul(scaled_q, transpose(k, -2, -1));
-    const bool masked = masks.ignore.used || masks.additive.used;
+    const bool masked = masks.any();
     Var<T, N> weights = masked ? masked_softmax_merged(scores, masks) : softmax(scores, -1);
     if (p > 0) weights = dropout(weights, p, true, *gen);
     return {matmul(weights, v), weights};
