@@ -34,7 +34,7 @@ int main() {
         auto h = model.attn.forward(x, x, x, causal).output;  // (L, B, E)
         auto loss = mse_loss(model.head(h), y);
         opt.zero_grad();
-        backward(loss);
+        backward(loss, {.keep_intermediate_grads = false});
         opt.step();
         if (step % 100 == 0) std::cout << "step " << step << "  loss " << loss.value()() << '\n';
         (step == 0 ? first : last) = loss.value()();

@@ -43,7 +43,7 @@
 #define XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, N) \
     EXTERN template class TensorNode<T, N>;          \
     EXTERN template class LeafNode<T, N>;            \
-    EXTERN template void backward<T, N>(const Var<T, N>&);
+    EXTERN template void backward<T, N>(const Var<T, N>&, const BackwardOptions&);
 
 // Per rank N of the operand (1 to 4).
 #define XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, N)                                                                 \

@@ -83,7 +83,7 @@ void add_data_parallel_options(CLI::App& cmd, Options& o) {
 template <class T, class Optimizer>
 double data_parallel_step(const dist::Context& ctx, dist::DataParallel<T>& data_parallel, Optimizer& optimizer,
                           const Var<T, 0>& loss) {
-    backward(loss);
+    backward(loss, {.keep_intermediate_grads = false});
     data_parallel.synchronize();
     optimizer.step();
     optimizer.zero_grad();

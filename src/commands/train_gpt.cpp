@@ -188,9 +188,9 @@ int train_gpt(GptOptions o) {
             const Var<float, 0> scaled = eval(micro_loss);
             if (micro + 1 < o.gradient_accumulation_steps) {
                 const auto no_sync = data_parallel.no_sync();
-                backward(scaled);
+                backward(scaled, {.keep_intermediate_grads = false});
             } else {
-                backward(scaled);
+                backward(scaled, {.keep_intermediate_grads = false});
             }
             local += scaled.value()();
             tape().clear();

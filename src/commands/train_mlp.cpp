@@ -64,7 +64,7 @@ int train_mlp(const MlpOptions& o) {
         Var<float, 2> h1 = tanh(linear(input, w1, b1));
         Var<float, 2> h2 = tanh(linear(h1, w2, b2));
         auto loss = mean(square(linear(h2, w3, b3) - target));
-        backward(loss);
+        backward(loss, {.keep_intermediate_grads = false});
         for (auto& w : weights) w.value() -= float(o.lr) * w.grad(), w.zero_grad();
         for (auto& b : biases) b.value() -= float(o.lr) * b.grad(), b.zero_grad();
         tape().clear();

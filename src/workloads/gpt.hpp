@@ -35,7 +35,7 @@ public:
     // and the update (under mpirun: the gradient reduction).
     T step(const std::function<void()>& after_backward = {}) {
         const auto loss = nn::gpt_loss(model_(idx_), targets_);
-        backward(loss);
+        backward(loss, {.keep_intermediate_grads = false});
         if (after_backward) after_backward();
         adamw_.step();
         adamw_.zero_grad();

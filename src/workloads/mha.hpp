@@ -49,7 +49,7 @@ public:
         adam_.zero_grad();
         const auto out = mha_.forward(x_, x_, x_, options_).output;
         const auto loss = mse_loss(out, target_);
-        backward(loss);
+        backward(loss, {.keep_intermediate_grads = false});
         if (after_backward) after_backward();
         adam_.step();
         const T value = loss.value()();

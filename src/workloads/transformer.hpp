@@ -79,7 +79,7 @@ public:
                               : encoder_.layers.empty() ? layer_.forward(src_, encoder_options_)
                                                         : encoder_.forward(src_, encoder_options_);
         const auto loss = mse_loss(out, target_);
-        backward(loss);
+        backward(loss, {.keep_intermediate_grads = false});
         if (after_backward) after_backward();
         adam_->step();
         const T value = loss.value()();

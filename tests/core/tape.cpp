@@ -1,4 +1,7 @@
 // The tape: recording, backward, accumulation, no-grad, storage reuse.
+#include <utility>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "xgrad/xgrad.hpp"
@@ -55,6 +58,39 @@ TEST_CASE("intermediate gradients can be inspected after backward, and restart a
     backward(loss);
     CHECK(h.grad() == T2{{2.0, -4.0}});  // intermediates are not accumulated
     CHECK(x.grad() == T2{{8.0, -16.0}});  // leaves are: 2 * (2h * 2)
+}
+
+TEST_CASE("keep_intermediate_grads false: the parameters' gradients of a GPT step; each op's given back") {
+    nn::GPTConfig c{.n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 8, .vocab_size = 11, .dropout = 0};
+    Generator gen(3);
+    const nn::GPT<double> model(c, gen);
+    const xt::xtensor<std::int64_t, 2> idx{{1, 4, 0, 2, 9, 3}, {3, 3, 1, 0, 10, 5}}, targets{{4, 7, 2, 1, 0, 6}, {0, 3, 3, 2, 8, 1}};
+    Tape t;
+    TapeScope scope(t);
+    const auto step = [&](bool keep) {
+        zero_grad(model);
+        const auto logits = model(idx);
+        const auto loss = nn::gpt_loss(logits, targets);
+        backward(loss, {.keep_intermediate_grads = keep});
+        std::vector<xt::xarray<double>> grads;
+        for_each_parameter(model, [&](const std::string&, const auto& p) { grads.emplace_back(p.grad()); });
+        std::size_t with_grad = 0;
+        for (std::size_t i = 0; i < t.size(); ++i) with_grad += t[i].has_grad();
+        t.clear();
+        return std::pair{grads, with_grad};
+    };
+    const auto [kept, kept_count] = step(true);
+    const auto [released, released_count] = step(false);
+    REQUIRE(kept.size() == released.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+        CHECK(xt::amax(xt::abs(kept[i]))() > 0);
+        CHECK(released[i] == kept[i]);  // the same sums in the same order: bitwise
+    }
+    CHECK(kept_count > 20);
+    CHECK(released_count == 0);
+    // a second such step takes its buffers from the pool (that it allocates nothing:
+    // tests/check_bench_allocs.sh, whose workloads release): the same gradients again
+    CHECK(step(false).first == kept);
 }
 
 TEST_CASE("a fused expression records exactly one node, with the unfused chain's gradients") {

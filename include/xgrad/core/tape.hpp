@@ -36,6 +36,8 @@ public:
     virtual void for_each_input(const InputVisitor&) const {}
     // Forget this pass's gradient (intermediates only; leaves accumulate).
     virtual void reset_grad() = 0;
+    // Forget it and give its buffer back (a backward releasing intermediate gradients).
+    virtual void release_grad() = 0;
     virtual bool has_grad() const = 0;
     virtual const char* op_name() const = 0;
     // Anomaly mode: "" when the value (or, with in_grad, the gradient) is all finite, else the
@@ -159,16 +161,18 @@ public:
     }
 
     // Backpropagates from node `root` (whose gradient is already seeded): every recorded node
-    // before it with a gradient passes it on, in reverse recording order.
-    void run_backward(std::size_t root) {
+    // before it with a gradient passes it on, in reverse recording order; with release_grads, it
+    // then gives its gradient's buffer back (grad_pool.hpp).
+    void run_backward(std::size_t root, bool release_grads = false) {
         if (observer_) observer_->backward_begins(*this, root);
         detail::MatmulPrecisionScope restore_precision(detail::matmul_precision());
-        if (detail::anomaly_mode()) return run_backward_checked(root);
+        if (detail::anomaly_mode()) return run_backward_checked(root, release_grads);
         for (std::size_t i = root + 1; i-- > 0;) {
             Node& n = *nodes_[i];
             if (n.requires_grad && n.has_grad()) {
                 detail::matmul_precision() = n.matmul_precision;
                 n.backward();
+                if (release_grads) n.release_grad();
             }
             if (observer_) observer_->backward_passed(i);
         }
@@ -188,7 +192,7 @@ public:
 private:
     // Anomaly mode: the same walk, checking the seed and, after each op's backward, every gradient
     // it wrote; the first NaN or inf names the op, the input and the tape positions.
-    void run_backward_checked(std::size_t root) {
+    void run_backward_checked(std::size_t root, bool release_grads) {
         if (const std::string what = nodes_[root]->nonfinite(true); !what.empty())
             throw anomaly_error("anomaly: the gradient seeded into the output of " + detail::describe(*nodes_[root]) +
                                 " holds " + what);
@@ -207,6 +211,7 @@ private:
                 if (const std::string what = input->nonfinite(true); !what.empty())
                     throw anomaly_error("anomaly: the backward of " + detail::describe(n) + " produced " + what +
                                         " in the gradient of its input " + detail::describe(*input));
+            if (release_grads) n.release_grad();
             if (observer_) observer_->backward_passed(i);
         }
     }

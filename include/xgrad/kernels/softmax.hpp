@@ -93,9 +93,11 @@ struct NoMasks {
 // Softmax (or, Log, log_softmax) of `count` rows of n in place, rows ld apart, with the masks of
 // each row applied: ignored keys get weight 0. Phase by phase over groups of rows, so that the
 // dependency chains of short rows (max, then exp and sum, then scale) overlap; a row of one vector
-// stays in registers between the phases.
+// stays in registers between the phases. shifts (optional, log_softmax): row r's max + log Σ, the
+// logsumexp (NaN for a row whose every score is -inf), so that y = s − shift.
 template <bool Log = false, Real T, class Masks>
-void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, EmptyLine empty, const Masks& masks) {
+void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, EmptyLine empty, const Masks& masks,
+                  T* shifts = nullptr) {
     using batch = simd::Vec<T>;
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     constexpr std::size_t group = 8;
@@ -135,6 +137,9 @@ void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, Emp
             const T sum = simd::reduce_add(lanes_sum);
             shift[g] = Log ? max[g] + std::log(sum) : T(1) / sum;
         }
+        if (shifts)
+            for (std::size_t g = 0; g < size; ++g)
+                shifts[first + g] = max[g] == neg_inf ? std::numeric_limits<T>::quiet_NaN() : shift[g];
         for (std::size_t g = 0; g < size; ++g) {
             if (max[g] == neg_inf) continue;  // done above
             T* row = rows + (first + g) * ld;

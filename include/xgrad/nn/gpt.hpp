@@ -139,17 +139,14 @@ struct GPT {
 // nanoGPT's loss: mean cross-entropy of logits (B, T, V) against targets (B, T); target -1 is ignored.
 template <Real T>
 Var<T, 0> gpt_loss(const Var<T, 3>& logits, const xt::xtensor<std::int64_t, 2>& targets) {
-    const std::size_t B = logits.shape(0), L = logits.shape(1), V = logits.shape(2);
+    const std::size_t B = logits.shape(0), L = logits.shape(1);
     if (targets.shape()[0] != B || targets.shape()[1] != L)
         throw shape_error("gpt_loss: targets have shape " + shape_str(targets.shape()) + " but logits " +
                           shape_str(logits.shape()) + " need (" + std::to_string(B) + ", " + std::to_string(L) + ")");
-    const auto flat = reshape<2>(logits, std::array<long, 2>{long(B * L), long(V)});
-    thread_local xt::xtensor<std::int64_t, 1> flat_targets;  // kept: a steady step allocates nothing
-    if (flat_targets.size() != B * L) flat_targets.resize({B * L});
-    std::copy(targets.data(), targets.data() + B * L, flat_targets.data());
+    // cross_entropy of logits.view(-1, V): the class axis last, each (b, t) a row; no copy of the logits
     CrossEntropyOptions opts;
     opts.ignore_index = -1;
-    return cross_entropy(flat, flat_targets, opts);
+    return xgrad::detail::cross_entropy_impl<0>(logits, targets, opts, xgrad::detail::LossMode::mean, 2);
 }
 
 // ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----

@@ -141,19 +141,20 @@ class CrossEntropyNode final : public OpNode<CrossEntropyNode<T, R, M>, T, M> {
 public:
     Var<T, R> logits;
     std::vector<std::int64_t> targets;  // (outer·inner), row-major like the targets tensor
-    std::vector<T> log_prob;            // (outer, C, inner), only rows with a counted target
+    std::vector<T> log_prob;            // (outer, C, inner), only rows with a counted target; not in the rows layout
     AxisSplit split;
     CrossEntropyOptions opt;
     LossMode mode = LossMode::mean;
     std::size_t counted = 0;  // non-ignored targets
     std::vector<T> row_loss;  // (outer), the rows layout's losses before their sum
+    std::vector<T> row_lse;   // (outer), the rows layout's log Σ exp z: log p = z − lse, recomputed in backward
 
     const char* op_name() const override { return "cross_entropy"; }
     auto inputs() { return std::tie(logits); }
 
     void forward() {
-        log_prob.resize(logits.size());
         if (split.inner == 1) return forward_rows();
+        log_prob.resize(logits.size());
         const auto [outer, C, inner] = split;
         const T* z = logits.value().data();
         const T eps = static_cast<T>(opt.label_smoothing);
@@ -187,21 +188,23 @@ public:
     }
 
     // The class axis last ((N, C) logits, the GPT's): a row per position, log_softmax by the row
-    // kernels (SIMD exp), rows split over xgrad's threads, the losses summed in row order.
+    // kernels (SIMD exp) into a per-thread row, rows split over xgrad's threads, the losses summed
+    // in row order. Only each row's logsumexp is kept, not log p (N, C): the GPT's logits are the
+    // largest tensor of its step.
     void forward_rows() {
         const std::size_t rows = split.outer, C = split.extent;
         const T eps = static_cast<T>(opt.label_smoothing);
         const T* z = logits.value().data();
-        T* lp = log_prob.data();
-        row_loss.resize(rows);
+        row_loss.resize(rows), row_lse.resize(rows);
         parallel_for(rows, 16.0 * double(rows) * double(C), [&](std::size_t first, std::size_t last) {
-            std::copy(z + first * C, z + last * C, lp + first * C);
-            kernels::softmax_rows<true>(lp + first * C, last - first, C, C, kernels::EmptyLine::nan, kernels::NoMasks<T>{});
+            thread_local std::vector<T> lp;  // log p of one row
+            if (lp.size() < C) lp.resize(C);
             for (std::size_t r = first; r < last; ++r) {
-                const T* row = lp + r * C;
-                row_loss[r] = targets[r] == opt.ignore_index ? T(0) : -(1 - eps) * row[targets[r]];
+                std::copy(z + r * C, z + (r + 1) * C, lp.data());
+                kernels::softmax_rows<true>(lp.data(), 1, C, C, kernels::EmptyLine::nan, kernels::NoMasks<T>{}, &row_lse[r]);
+                row_loss[r] = targets[r] == opt.ignore_index ? T(0) : -(1 - eps) * lp[targets[r]];
                 if (eps != 0 && targets[r] != opt.ignore_index)
-                    row_loss[r] -= eps / T(C) * std::accumulate(row, row + C, T(0));
+                    row_loss[r] -= eps / T(C) * std::accumulate(lp.data(), lp.data() + C, T(0));
             }
         });
         T total = 0;
@@ -228,16 +231,17 @@ public:
         const T* gy = this->grad_buffer().data();
         T* gz = logits.node()->grad_buffer().data();
         const T eps = static_cast<T>(opt.label_smoothing);
-        if (inner == 1) {  // rows: dZ row += s · exp(log p) − s·ε/C, then −s·(1−ε) at the target
+        if (inner == 1) {  // rows: dZ row += s · exp(z − lse) − s·ε/C, then −s·(1−ε) at the target
             using batch = simd::Vec<T>;
+            const T* z = logits.value().data();
             return parallel_for(outer, 12.0 * double(outer) * double(C), [&](std::size_t first, std::size_t last) {
                 for (std::size_t r = first; r < last; ++r) {
                     if (targets[r] == opt.ignore_index) continue;
                     const T scale = position_scale(gy, r);
-                    const batch vs(scale), smoothing(scale * eps / T(C));
+                    const batch vs(scale), smoothing(scale * eps / T(C)), lse(row_lse[r]);
                     T* g = gz + r * C;
-                    kernels::for_each_vector(log_prob.data() + r * C, C, T(0), [&](std::size_t j, std::size_t count, batch v) {
-                        kernels::store_with_beta(g + j, vs * xsimd::exp(v) - smoothing, count, T(1));
+                    kernels::for_each_vector(z + r * C, C, T(0), [&](std::size_t j, std::size_t count, batch v) {
+                        kernels::store_with_beta(g + j, vs * xsimd::exp(v - lse) - smoothing, count, T(1));
                     });
                     g[targets[r]] -= scale * (1 - eps);
                 }
@@ -256,14 +260,15 @@ public:
     }
 };
 
+// class_axis: 1 (PyTorch's: (N, C, d...)), or for (C) logits 0; gpt_loss passes the last, as
+// nanoGPT's logits.view(-1, V) does without a copy.
 template <std::size_t M, Real T, std::size_t R>
 Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets,
-                             const CrossEntropyOptions& opt, LossMode mode) {
+                             const CrossEntropyOptions& opt, LossMode mode, std::size_t class_axis = R == 1 ? 0 : 1) {
     static_assert(R >= 1, "xgrad: cross_entropy needs logits of rank >= 1: (C), (N, C) or (N, C, d1, ...)");
     require_var(logits, "cross_entropy", "logits");
     const auto& ls = logits.shape();
     std::array<std::size_t, R - 1> expected;  // logits' shape without the class axis
-    const std::size_t class_axis = R == 1 ? 0 : 1;
     for (std::size_t k = 0, j = 0; k < R; ++k)
         if (k != class_axis) expected[j++] = ls[k];
     if (!std::equal(expected.begin(), expected.end(), targets.shape().begin()))
