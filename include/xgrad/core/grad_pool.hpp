@@ -48,4 +48,16 @@ GradPool<Storage>& grad_pool() {
     return pool;
 }
 
+// A buffer of `size` elements from the pool for a scope: an op's backward scratch the size of a
+// gradient (linear's dY ⊙ act'(pre)) is held only while that backward runs.
+template <class Storage>
+struct PooledScratch {
+    Storage storage;
+    explicit PooledScratch(std::size_t size) { grad_pool<Storage>().take(storage, size); }
+    ~PooledScratch() { grad_pool<Storage>().give(storage); }
+    PooledScratch(const PooledScratch&) = delete;
+    PooledScratch& operator=(const PooledScratch&) = delete;
+    auto* data() { return storage.data(); }
+};
+
 }  // namespace xgrad::detail

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <variant>
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "xgrad/core/expr.hpp"
@@ -138,7 +139,6 @@ public:
     std::size_t rows = 0, in = 0, out = 0;
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
-    std::vector<T> pre_grad;  // with an activation, backward: dY ⊙ act'(pre), what the GEMMs read
     // Under MatmulPrecision::bfloat16 (float only): X and W rounded once in forward, read again by
     // backward with dY's rounded copies (kernels::RoundedMatrix); `rounded` says forward made them.
     struct Rounded {
@@ -206,12 +206,12 @@ public:
     void backward() override {
         // each writes its whole gradient: beta 0 overwrites on first touch in a pass, 1 accumulates
         const T* gy = this->grad_buffer().data();
+        std::optional<detail::PooledScratch<typename xt::xtensor<T, 1>::storage_type>> pre_grad;  // for this backward
         if (activation != LinearActivation::none) {
             // dPre (rows,out) = dY (rows,out) ⊙ act'(pre); relu' from y: y > 0 exactly where pre > 0
             const std::size_t n = this->value.size();
-            pre_grad.resize(n);
             const T* y = this->value.data();
-            T* gp = pre_grad.data();
+            T* gp = pre_grad.emplace(n).data();  // what the GEMMs read
             if (activation == LinearActivation::relu)
                 parallel_for(n, 2.0 * double(n), [&](std::size_t begin, std::size_t end) {
                     for (std::size_t i = begin; i < end; ++i) gp[i] = gy[i] * relu_op{}.d(y[i]);
