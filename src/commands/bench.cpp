@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -42,7 +43,17 @@ struct BenchOptions {
     int steps = 50;
     int warmup = 5;
     bool overlap = true;
+    nn::AttentionPath attention = nn::AttentionPath::automatic;
 };
+
+// The attention path a workload's calls run (mha: key padding; gpt: causal; no weights returned,
+// no dropout on them).
+std::string attention_path_run(const BenchOptions& o, std::size_t batch) {
+    const std::size_t L = o.config.seq;
+    return nn::path_name(nn::detail::choose_path(o.attention, {.heads = batch * o.config.heads, .queries = L, .keys = L,
+                                                               .causal = o.model == "gpt",
+                                                               .bfloat16 = o.dtype == "bfloat16"}));
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -151,14 +162,15 @@ int run(const BenchOptions& o) {
     const auto& c = o.config;
     const std::size_t my_batch = even_shard(ctx, c.batch, "--batch").size();
     if (o.model == "gpt") {
-        bench::GptWorkload<T> workload({o.layers, c.heads, c.embed, o.vocab, my_batch, c.seq});
+        bench::GptWorkload<T> workload({o.layers, c.heads, c.embed, o.vocab, my_batch, c.seq, o.attention});
         const auto [t, dp] = time_data_parallel<T>(o, ctx, workload, workload.module());
         if (!ctx.is_root()) return 0;
         nlohmann::ordered_json line = {
             {"impl", "xgrad"}, {"model", "gpt"}, {"L", o.layers}, {"H", c.heads}, {"C", c.embed}, {"V", o.vocab},
             {"B", c.batch}, {"T", c.seq}, {"dtype", o.dtype}, {"threads", o.threads}, {"steps", o.steps},
             {"median_us", t.median_us}, {"gflops", workload.flops() / t.median_us * 1e-3},
-            {"peak_rss_mb", peak_rss_mb()}, {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+            {"peak_rss_mb", peak_rss_mb()}, {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
+            {"attention", attention_path_run(o, my_batch)}};
         print_line(line, dp);
         return 0;
     }
@@ -176,7 +188,7 @@ int run(const BenchOptions& o) {
         return 0;
     }
     bench::MhaConfig mine = c;
-    mine.batch = my_batch;
+    mine.batch = my_batch, mine.path = o.attention;
     bench::MhaWorkload<T> workload(mine);
     const auto [t, dp] = time_data_parallel<T>(o, ctx, workload, workload.module());
     if (!ctx.is_root()) return 0;
@@ -186,7 +198,7 @@ int run(const BenchOptions& o) {
         {"impl", "xgrad"}, {"B", c.batch}, {"L", c.seq}, {"E", c.embed}, {"H", c.heads}, {"dtype", o.dtype},
         {"threads", o.threads}, {"steps", o.steps}, {"median_us", t.median_us}, {"gflops", gflops},
         {"blas_gflops", blas}, {"blas_fraction", gflops / blas}, {"peak_rss_mb", peak_rss_mb()},
-        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}};
+        {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss}, {"attention", attention_path_run(o, my_batch)}};
     // the kernels OpenBLAS picked for this CPU (e.g. Haswell or Cooperlake), which set its rate
     line["blas_core"] = openblas_get_corename();
     print_line(line, dp);
@@ -217,6 +229,14 @@ void setup_bench(CLI::App& cmd) {
                    "float32, float64, or bfloat16 (float32 with bfloat16 matmul operands: xgrad::Autocast)")
         ->check(CLI::IsMember({"float32", "float64", "bfloat16"}));
     cmd.add_option("--threads", o.threads, "threads (BLAS and attention)")->check(between(1, 256));
+    const std::map<std::string, nn::AttentionPath> paths{
+        {"automatic", nn::AttentionPath::automatic}, {"weights_and_context", nn::AttentionPath::weights_and_context},
+        {"fused", nn::AttentionPath::fused}, {"memory_efficient", nn::AttentionPath::memory_efficient},
+        {"reference", nn::AttentionPath::reference}};
+    cmd.add_option("--attention", o.attention,
+                   "the attention path (mha, gpt): automatic (by length: docs/performance.md), memory_efficient "
+                   "(O(L) memory), fused or weights_and_context (O(L²)), reference (plain ops)")
+        ->transform(CLI::CheckedTransformer(paths));
     cmd.add_option("--steps", o.steps, "timed steps after the warm-up")->check(between(1, 1000000));
     cmd.add_option("--warmup", o.warmup, "untimed steps first")->check(between(0, 1000000));
     cmd.add_flag("--overlap,!--no-overlap", o.overlap,

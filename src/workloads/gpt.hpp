@@ -17,13 +17,14 @@ namespace xgrad::bench {
 
 struct GptConfig {
     std::size_t layers = 12, heads = 12, embed = 768, vocab = 50257, batch = 4, seq = 64;
+    nn::AttentionPath path = nn::AttentionPath::automatic;  // `xgrad bench --attention`
 };
 
 template <Real T>
 class GptWorkload {
 public:
     explicit GptWorkload(const GptConfig& c, std::uint64_t seed = 0)
-        : init_(seed), model_(config(c), init_), adamw_(model_, {.lr = 1e-4, .weight_decay = 0.1}) {
+        : init_(seed), model_(config(c), init_), adamw_(model_, {.lr = 1e-4, .weight_decay = 0.1}), path_(c.path) {
         idx_ = xt::xtensor<std::int64_t, 2>::from_shape({c.batch, c.seq});
         targets_ = xt::xtensor<std::int64_t, 2>::from_shape({c.batch, c.seq});
         Generator tokens(seed + 1);
@@ -34,7 +35,7 @@ public:
     // The loss of this step's forward (before the update); `after_backward` runs between backward
     // and the update (under mpirun: the gradient reduction).
     T step(const std::function<void()>& after_backward = {}) {
-        const auto loss = nn::gpt_loss(model_(idx_), targets_);
+        const auto loss = nn::gpt_loss(model_.forward(idx_, {.path = path_}).logits, targets_);
         backward(loss, {.keep_intermediate_grads = false});
         if (after_backward) after_backward();
         adamw_.step();
@@ -61,6 +62,7 @@ private:
     nn::GPT<T> model_;
     optim::AdamW<T> adamw_;
     xt::xtensor<std::int64_t, 2> idx_, targets_;
+    nn::AttentionPath path_;
 };
 
 }  // namespace xgrad::bench

@@ -15,6 +15,7 @@ namespace xgrad::bench {
 
 struct MhaConfig {
     std::size_t batch = 2, seq = 6, embed = 100, heads = 5;  // B, L, E, H
+    nn::AttentionPath path = nn::AttentionPath::automatic;   // `xgrad bench --attention`
 };
 
 // Useful floating-point operations of one step: the GEMMs only (softmax and Adam are O(L·S) and
@@ -41,6 +42,7 @@ public:
             for (std::size_t j = c.seq - c.seq / 4; j < c.seq; ++j) pad(b, j) = true;
         options_.key_padding_mask = ignore_mask(std::move(pad));
         options_.need_weights = false;
+        options_.path = c.path;
     }
 
     // The loss of this step's forward (before the update). `after_backward` runs between backward

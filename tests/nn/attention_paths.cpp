@@ -193,11 +193,31 @@ TEST_CASE("attention paths: the reference's results in float32, lengths past one
 }
 
 TEST_CASE("attention paths: long sequences, where the memory-efficient op splits the queries into blocks") {
-    // block_rows_for: 109 rows for S = 300 in double (3 blocks, the last partial), 218 in float (2)
-    CHECK(nn::detail::block_rows_for<double>(300) == 109);
+    // block_rows_for: 128 rows for S = 300: 3 blocks, the last partial
+    CHECK(nn::detail::block_rows_for<double>(300) == 128);
     check_paths_against_reference<double>({2, 300, 300, 8, 2}, 1e-12);
     // the projections' weight gradients sum N·L = 600 products in float: 1e-4 of their size
     check_paths_against_reference<float>({2, 300, 300, 8, 2}, 1e-4);
+}
+
+TEST_CASE("attention paths: automatic takes memory_efficient for long causal attention and for a large state") {
+    using nn::AttentionPath;
+    using nn::detail::choose_path;
+    // causal: from L·S = 512² per head (where its skipping outruns the fused path)
+    CHECK(choose_path(AttentionPath::automatic, {.heads = 12, .queries = 511, .keys = 512, .causal = true}) ==
+          AttentionPath::fused);
+    CHECK(choose_path(AttentionPath::automatic, {.heads = 12, .queries = 512, .keys = 512, .causal = true}) ==
+          AttentionPath::memory_efficient);
+    // otherwise the fused path, until its kept weights B·H·L·S reach 2^26 scores
+    CHECK(choose_path(AttentionPath::automatic, {.heads = 16, .queries = 1024, .keys = 1024}) == AttentionPath::fused);
+    CHECK(choose_path(AttentionPath::automatic, {.heads = 64, .queries = 1024, .keys = 1024}) ==
+          AttentionPath::memory_efficient);
+    // weights that leave the op: the two ops, whatever the length
+    CHECK(choose_path(AttentionPath::automatic, {.need_weights = true, .heads = 64, .queries = 4096, .keys = 4096,
+                                                 .causal = true}) == AttentionPath::weights_and_context);
+    CHECK_THROWS_WITH_AS(choose_path(AttentionPath::memory_efficient, {.dropout = true}),
+                         doctest::Contains("memory_efficient path keeps the weights inside; it cannot run with dropout"),
+                         value_error);
 }
 
 TEST_CASE("attention paths: the fused path refuses need_weights and dropout, naming them") {

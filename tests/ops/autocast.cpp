@@ -165,13 +165,13 @@ std::set<std::string> attention_ops_recorded(nn::MultiheadAttention<float>& m) {
 
 TEST_CASE("Autocast: attention runs the path whose products take bfloat16 operands, not the float32 fused one") {
     using nn::AttentionPath;
-    const std::size_t short_scores = 64 * 64, long_scores = nn::detail::long_attention;
-    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, short_scores, true) ==
+    using nn::detail::choose_path;
+    CHECK(choose_path(AttentionPath::automatic, {.queries = 64, .keys = 64, .bfloat16 = true}) ==
           AttentionPath::weights_and_context);
-    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, short_scores, false) == AttentionPath::fused);
-    CHECK(nn::detail::choose_path(AttentionPath::automatic, false, false, long_scores, true) ==
+    CHECK(choose_path(AttentionPath::automatic, {.queries = 64, .keys = 64}) == AttentionPath::fused);
+    CHECK(choose_path(AttentionPath::automatic, {.queries = 1024, .keys = 1024, .causal = true, .bfloat16 = true}) ==
           AttentionPath::memory_efficient);
-    CHECK_THROWS_AS(nn::detail::choose_path(AttentionPath::fused, false, false, short_scores, true), value_error);
+    CHECK_THROWS_AS(choose_path(AttentionPath::fused, {.queries = 64, .keys = 64, .bfloat16 = true}), value_error);
     if (!bfloat16_here()) return;
     Generator gen(5);
     nn::MultiheadAttention<float> m({.embed_dim = 32, .num_heads = 4, .batch_first = true}, gen);
@@ -194,6 +194,29 @@ TEST_CASE("Autocast: attention runs the path whose products take bfloat16 operan
         CHECK(change < 2e-2);  // by about bfloat16's precision, no more
         tape().clear();
     }
+}
+
+TEST_CASE("Autocast: the memory-efficient attention gives the two ops' results, its products in bfloat16 too") {
+    if (!bfloat16_here()) return;
+    Generator gen(6);
+    nn::MultiheadAttention<float> m({.embed_dim = 32, .num_heads = 4, .batch_first = true}, gen);
+    const auto x = parameter(xt::xtensor<float, 3>(randn<3>(std::array<std::size_t, 3>{2, 150, 32}, 7)));
+    const xt::xtensor<float, 3> seed = randn<3>(std::array<std::size_t, 3>{2, 150, 32}, 8);
+    const auto run = [&](nn::AttentionPath path, MatmulPrecision precision) {
+        zero_grad(m), x.zero_grad();
+        Autocast autocast(precision);
+        const auto out = m.forward(x, x, x, {.need_weights = false, .is_causal = true, .path = path}).output;
+        backward(out, seed);
+        return std::pair{xt::xtensor<float, 3>(out.value()), xt::xtensor<float, 2>(m.in_proj_weight.grad())};
+    };
+    const auto [blocks, blocks_grad] = run(nn::AttentionPath::memory_efficient, MatmulPrecision::bfloat16);
+    const auto [two_ops, two_ops_grad] = run(nn::AttentionPath::weights_and_context, MatmulPrecision::bfloat16);
+    const auto [float32, float32_grad] = run(nn::AttentionPath::memory_efficient, MatmulPrecision::float32);
+    // the same rounded operands, summed in another order: float32's rounding apart
+    CHECK(xt::amax(xt::abs(blocks - two_ops))() < 1e-5);
+    CHECK(xt::amax(xt::abs(blocks_grad - two_ops_grad))() < 1e-4);
+    // and bfloat16's rounding visibly apart from float32's result
+    CHECK(xt::amax(xt::abs(blocks - float32))() > 1e-4);
 }
 
 }  // namespace test_ops_autocast

@@ -275,7 +275,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
     const std::array<std::size_t, 3> out_shape = batch_first ? std::array<std::size_t, 3>{B, L, E}
                                                              : std::array<std::size_t, 3>{L, B, E};
     const auto [context, weights] = detail::attend(q, k, v, scale, fill_masks,
-        {opts.path, opts.need_weights, p, dropout_generator.get(), batch_first}, out_shape);
+        {opts.path, opts.need_weights, p, dropout_generator.get(), batch_first, masks.causal}, out_shape);
     const Var<T, 3> out = named(out_proj(context), batched ? "output" : "out_proj");  // in the caller's layout already
 
     MhaOutput<T, N> result;

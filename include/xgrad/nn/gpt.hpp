@@ -230,7 +230,7 @@ Var<T, 3> GPTSelfAttention<T>::add_to(const Var<T, 3>& residual, const Var<T, 3>
     };
     const double p = training ? dropout : 0.0;
     const auto [context, w] = detail::attend(q, k, v, T(1 / std::sqrt(double(D))), causal,
-                                             {o.path, o.need_weights, p, attn_dropout.get(), true}, out_shape);
+                                             {o.path, o.need_weights, p, attn_dropout.get(), true, true}, out_shape);
     if (weights) *weights = w;
     return resid_dropout.add(residual, c_proj(context));
 }

@@ -66,12 +66,8 @@ public:
     }
 
     void backward() override {
-        const bool need_q = q.source.requires_grad(), need_k = k.source.requires_grad(),
-                   need_v = v.source.requires_grad();
-        if (!need_q && !need_k && !need_v) return;
-        const Grads g{need_q ? q.source.node()->grad_buffer().data() : nullptr,
-                      need_k ? k.source.node()->grad_buffer().data() : nullptr,
-                      need_v ? v.source.node()->grad_buffer().data() : nullptr};
+        const Grads g = Grads::of(q, k, v);
+        if (!g.any()) return;
         // each (b, h) writes only its own head columns of dQ, dK and dV
         parallel_for(heads(), 2 * flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) backward_head(bh, g);
@@ -81,9 +77,7 @@ public:
     void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
 
 private:
-    struct Grads {
-        T *q, *k, *v;  // the inputs' gradient buffers (null: not needed)
-    };
+    using Grads = HeadGrads<T>;
     using Plan = kernels::tiled::Plan<T>;
 
     // Pᵀ of head bh = softmax down the columns of scale · K' Qᵀ + masks; O_bh = P · V'

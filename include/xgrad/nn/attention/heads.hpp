@@ -56,6 +56,20 @@ void visit_input(const Node::InputVisitor& f, const HeadOperand<T>& x) {
     xgrad::visit_input(f, x.source);
 }
 
+// The gradient buffers of a one-op attention's inputs (null: not needed), for its backward.
+template <Real T>
+struct HeadGrads {
+    T *q = nullptr, *k = nullptr, *v = nullptr;
+
+    static HeadGrads of(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v) {
+        const auto buffer = [](const HeadOperand<T>& x) {
+            return x.source.requires_grad() ? x.source.node()->grad_buffer().data() : nullptr;
+        };
+        return {buffer(q), buffer(k), buffer(v)};
+    }
+    bool any() const { return q || k || v; }
+};
+
 // q and k (or k and v) must split into heads of the same batch, count and size.
 inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const char* what) {
     if (q.batch != k.batch || q.heads != k.heads || q.head_dim != k.head_dim)

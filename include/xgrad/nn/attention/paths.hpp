@@ -9,12 +9,12 @@
 // |-----------------------|----------------------|-------------------------------------------|------------------------------------------|
 // | reference             | reference.hpp        | scaled_dot_product_attention; MHA when     | plain ops (matmul, masked_softmax,       |
 // |                       |                      | asked (MhaForwardOptions::path)            | dropout): each step a node to inspect    |
-// | weights_and_context   | weights_context.hpp  | need_weights or dropout; short sequences   | the weights leave the op: two nodes,     |
-// |                       |                      | under Autocast(bfloat16)                   | heads read in place, strided GEMMs       |
-// | fused                 | fused.hpp            | short sequences (L·S < long_attention)     | the weights stay inside: one node per    |
-// |                       |                      | in float32 and float64                     | (b, h), scores transposed for SIMD       |
-// | memory_efficient      | memory_efficient.hpp | long sequences (L·S ≥ long_attention)      | nothing of size L·S kept: blocks of      |
-// |                       |                      |                                            | queries, recomputed in backward          |
+// | weights_and_context   | weights_context.hpp  | need_weights or dropout; otherwise what    | the weights leave the op: two nodes,     |
+// |                       |                      | fused runs, under Autocast(bfloat16)       | heads read in place, strided GEMMs       |
+// | fused                 | fused.hpp            | the rest (float32, float64)                | the weights stay inside: one node per    |
+// |                       |                      |                                            | (b, h), scores transposed for SIMD       |
+// | memory_efficient      | memory_efficient.hpp | causal with L·S ≥ long_causal_attention,   | nothing of size L·S kept: blocks of      |
+// |                       |                      | or B·H·L·S ≥ large_attention_state         | queries, recomputed in backward          |
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys);
 // memory_efficient also skips, block by block, the keys a causal mask hides.
@@ -41,30 +41,46 @@ namespace xgrad::nn {
 // Which path a MultiheadAttention call runs; automatic follows the table above.
 enum class AttentionPath { automatic, reference, weights_and_context, fused, memory_efficient };
 
+// The path's name as written above ("memory_efficient").
+inline const char* path_name(AttentionPath path) {
+    constexpr const char* names[] = {"automatic", "reference", "weights_and_context", "fused", "memory_efficient"};
+    return names[int(path)];
+}
+
 namespace detail {
 
-// From this many scores per head (L·S) on, automatic runs memory_efficient: there its causal
-// skipping and cache-sized blocks outrun the other paths, and the O(L·S) state they keep per
-// layer becomes the larger part of a step's memory (bench: docs/performance.md).
-inline constexpr std::size_t long_attention = 512 * 512;
+// When automatic runs memory_efficient (measured: docs/performance.md, "Attention in O(L) memory").
+// Causal, from L·S = 512² per head: it skips the masked half of the scores, and outruns the fused
+// path (a GPT-2 step at T = 512 3 %, at 1024 9 % faster). Otherwise its recomputation costs 3–10 %
+// against the fused path, which it replaces only where the state that one keeps, B·H·L·S scores
+// (2^26: 256 MB in float32), would weigh more than the time.
+inline constexpr std::size_t long_causal_attention = 512 * 512;
+inline constexpr std::size_t large_attention_state = std::size_t(1) << 26;
 
-// bfloat16: float32 under Autocast(bfloat16). The fused path multiplies with xgrad's own float32
-// kernel, not kernels::gemm, so under Autocast the other paths run instead: their products take
-// bfloat16 operands like every other matmul.
-inline AttentionPath choose_path(AttentionPath asked, bool need_weights, bool dropout, std::size_t scores_per_head,
-                                 bool bfloat16 = false) {
-    const bool weights_leave = need_weights || dropout;
+// What choose_path weighs besides the asked path.
+struct PathNeeds {
+    bool need_weights = false, dropout = false;
+    std::size_t heads = 1, queries = 0, keys = 0;  // B·H, L, S
+    bool causal = false;    // the masks include a causal one
+    bool bfloat16 = false;  // float32 under Autocast(bfloat16)
+};
+
+// Under Autocast(bfloat16) the fused path, which multiplies with xgrad's own float32 kernel, not
+// kernels::gemm, does not run: the others' products take bfloat16 operands like every matmul.
+inline AttentionPath choose_path(AttentionPath asked, const PathNeeds& n) {
+    const bool weights_leave = n.need_weights || n.dropout;
     if (asked == AttentionPath::automatic) {
+        const std::size_t per_head = n.queries * n.keys;
         if (weights_leave) return AttentionPath::weights_and_context;
-        if (scores_per_head >= long_attention) return AttentionPath::memory_efficient;
-        return bfloat16 ? AttentionPath::weights_and_context : AttentionPath::fused;
+        if ((n.causal && per_head >= long_causal_attention) || n.heads * per_head >= large_attention_state)
+            return AttentionPath::memory_efficient;
+        return n.bfloat16 ? AttentionPath::weights_and_context : AttentionPath::fused;
     }
     const bool one_op = asked == AttentionPath::fused || asked == AttentionPath::memory_efficient;
-    const char* name = asked == AttentionPath::fused ? "fused" : "memory_efficient";
     if (one_op && weights_leave)
-        throw value_error(std::string("MultiheadAttention: the ") + name +
-                          " path keeps the weights inside; it cannot run with " + (need_weights ? "need_weights" : "dropout"));
-    if (asked == AttentionPath::fused && bfloat16)
+        throw value_error(std::string("MultiheadAttention: the ") + path_name(asked) +
+                          " path keeps the weights inside; it cannot run with " + (n.need_weights ? "need_weights" : "dropout"));
+    if (asked == AttentionPath::fused && n.bfloat16)
         throw value_error("MultiheadAttention: the fused path multiplies in float32; under Autocast(bfloat16) ask for "
                           "another path");
     return asked;
@@ -77,6 +93,7 @@ struct AttendOptions {
     double dropout = 0;         // on the weights (training only: the caller passes 0 in eval)
     Generator* generator = nullptr;  // dropout's masks; needed when dropout > 0
     bool batch_first = true;    // the layout of the output (L, B, E) or (B, L, E)
+    bool causal = false;        // the masks include a causal one (weighed by the automatic path)
 };
 
 template <Real T>
@@ -95,7 +112,10 @@ AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const H
     const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
     AttendResult<T> r;
     const bool bfloat16 = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
-    switch (choose_path(o.path, o.need_weights, o.dropout > 0, q.layout.len * k.layout.len, bfloat16)) {
+    const PathNeeds needs{.need_weights = o.need_weights, .dropout = o.dropout > 0,
+                          .heads = q.layout.batch * q.layout.heads, .queries = q.layout.len, .keys = k.layout.len,
+                          .causal = o.causal, .bfloat16 = bfloat16};
+    switch (choose_path(o.path, needs)) {
     case AttentionPath::fused:
         r.context = fused_attention(q, k, v, scale, fill_masks, out_heads, out_shape);
         break;
