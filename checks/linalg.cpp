@@ -39,6 +39,16 @@ const RegisterGradchecks registered_linalg{"linalg", {
     {"linear", "x(4) W(3,4) b(3)",
      [] { return gradcheck(lin, randn<1>({4}, 17), randn<2>(S2{3, 4}, 18), randn<1>({3}, 19)); }},
     {"linear", "x(4) W(3,4) no bias", [] { return gradcheck(lin_nobias, randn<1>({4}, 23), randn<2>(S2{3, 4}, 21)); }},
+    {"linear_add", "r(2,3,5) + x(2,3,4) W(5,4) b(5) one node",
+     [] {
+         return gradcheck([](auto& r, auto& x, auto& w, auto& b) { return linear_add(r, x, w, b); },
+                          randn<3>(S3{2, 3, 5}, 41), randn<3>(S3{2, 3, 4}, 42), randn<2>(S2{5, 4}, 43), randn<1>({5}, 44));
+     }},
+    {"linear_add", "r(4,3) + x(4,2) W(3,2) no bias",
+     [] {
+         return gradcheck([](auto& r, auto& x, auto& w) { return linear_add(r, x, w, Var<double, 1>{}); },
+                          randn<2>(S2{4, 3}, 45), randn<2>(S2{4, 2}, 46), randn<2>(S2{3, 2}, 47));
+     }},
     {"linear", "relu(x(2,3,4) W(5,4) b(5)) one node",
      [] {
          return gradcheck([](auto& x, auto& w, auto& b) { return linear(x, w, b, LinearActivation::relu); },

@@ -49,7 +49,7 @@
 #define XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, N)                                                                 \
     XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, N)                                                                    \
     EXTERN template Var<T, N> detail::linear_vars<T, N>(const Var<T, N>&, const Var<T, 2>&, const Var<T, 1>*,     \
-                                                        LinearActivation);                                         \
+                                                        LinearActivation, const Var<T, N>*);                       \
     EXTERN template Var<T, N> softmax<T, N>(const Var<T, N>&, long);                                               \
     EXTERN template Var<T, N> log_softmax<T, N>(const Var<T, N>&, long);                                           \
     EXTERN template Var<T, N> detail::layer_norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&,  \

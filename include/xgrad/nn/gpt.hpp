@@ -67,6 +67,16 @@ struct KeyValueSource {
     std::size_t before = 0;  // positions already there; this call's are [before, before + T)
 };
 
+namespace detail {
+// residual + drop(proj(x)): one node (Linear::add) when the dropout keeps everything (p 0, or eval),
+// so that no node holds the projection apart from the sum.
+template <Real T>
+Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dropout& drop, const Var<T, 3>& x) {
+    if (drop.p == 0 || !drop.training) return proj.add(residual, x);
+    return drop.add(residual, proj(x));
+}
+}  // namespace detail
+
 // nanoGPT's CausalSelfAttention: one packed in-projection, the causal attention, the out-projection.
 template <Real T>
 struct GPTSelfAttention {
@@ -91,7 +101,7 @@ struct GPTMLP {
     // residual + dropout(c_proj(gelu(c_fc(x))))
     Var<T, 3> add_to(const Var<T, 3>& residual, const Var<T, 3>& x) const {
         const auto act = gelu == GeluForm::tanh ? LinearActivation::gelu_tanh : LinearActivation::gelu;
-        return dropout.add(residual, c_proj(c_fc(x, act)));
+        return detail::project_add(residual, c_proj, dropout, c_fc(x, act));
     }
 };
 
@@ -232,7 +242,7 @@ Var<T, 3> GPTSelfAttention<T>::add_to(const Var<T, 3>& residual, const Var<T, 3>
     const auto [context, w] = detail::attend(q, k, v, T(1 / std::sqrt(double(D))), causal,
                                              {o.path, o.need_weights, p, attn_dropout.get(), true, true}, out_shape);
     if (weights) *weights = w;
-    return resid_dropout.add(residual, c_proj(context));
+    return detail::project_add(residual, c_proj, resid_dropout, context);
 }
 
 template <Real T>

@@ -33,6 +33,12 @@ struct Linear {
         xgrad::detail::require_var(weight, "Linear", "weight");
         return linear(x, weight, bias, activation);
     }
+    // residual + (x·Wᵀ + b) in one node (linear_add): a residual connection after this projection.
+    template <std::size_t N>
+    Var<T, N> add(const Var<T, N>& residual, const Var<T, N>& x) const {
+        xgrad::detail::require_var(weight, "Linear", "weight");
+        return linear_add(residual, x, weight, bias);
+    }
     std::size_t in_features() const { return weight.shape(1); }
     std::size_t out_features() const { return weight.shape(0); }
 };

@@ -129,13 +129,15 @@ namespace detail {
 
 // y (rows, out) = act(x (rows, in) · Wᵀ + b), rows = all leading dimensions of x folded together;
 // act is none, relu, gelu or gelu_tanh (relu_op, gelu_op, gelu_tanh_op of ops/elementwise.hpp),
-// applied in place to the GEMM's output.
+// applied in place to the GEMM's output. Or, without act, y = r + x · Wᵀ + b with a residual r of
+// y's shape (linear_add): the GEMM accumulates onto r, and no node holds x · Wᵀ + b apart.
 template <Real T, std::size_t N>
 class LinearNode final : public OpNode<LinearNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 2> weight;
     Var<T, 1> bias;  // empty when there is no bias
+    Var<T, N> residual;  // empty when there is none (linear_add)
     std::size_t rows = 0, in = 0, out = 0;
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
@@ -153,7 +155,7 @@ public:
                : activation == LinearActivation::gelu_tanh ? "linear_gelu_tanh"
                                                            : "linear";
     }
-    auto inputs() { return std::tie(x, weight, bias); }
+    auto inputs() { return std::tie(x, weight, bias, residual); }
 
     // f(op) with the elementwise op of this node's GELU form.
     template <class F>
@@ -173,20 +175,22 @@ public:
     }
 
     void forward() {
-        // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null)
+        // Y (rows,out) = X (rows,in) · Wᵀ (in,out) + b (out) on every row (no bias: null) + beta · R
         const T* b = bias ? bias.value().data() : nullptr;
+        const T beta = residual ? T(1) : T(0);
+        if (residual) std::copy(residual.value().begin(), residual.value().end(), this->value.begin());
         rounded = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
         if constexpr (std::is_same_v<T, float>) {
             if (rounded) {
                 Rounded& r = rounded_operands;
                 r.x.round(x.value().data(), false, rows, in, in);
                 r.weight.round(weight.value().data(), false, out, in, in);
-                kernels::gemm_rounded(r.x, r.weight, true, 1.0f, 0.0f, this->value.data(), out, b);
+                kernels::gemm_rounded(r.x, r.weight, true, 1.0f, beta, this->value.data(), out, b);
             }
         }
         if (!rounded)
             kernels::gemm(kernels::Op::none, kernels::Op::trans, rows, out, in, T(1), x.value().data(),
-                          weight.value().data(), T(0), this->value.data(), b);
+                          weight.value().data(), beta, this->value.data(), b);
         T* y = this->value.data();
         const std::size_t n = this->value.size();
         if (activation == LinearActivation::relu) {  // Y = relu(Y)
@@ -253,17 +257,27 @@ public:
         bias_backward(gy);
     }
 
+    // and the residual's: dR (rows,out) = dY + beta · dR
     void bias_backward(const T* gy) {
         if (bias && bias.requires_grad()) {  // db (out) = Σ_rows dY (rows,out) + beta · db
             const auto [gb, beta] = bias.node()->grad_target();
             column_sums(gy, rows, out, beta, gb);
+        }
+        if (residual && residual.requires_grad()) {
+            const auto [gr, beta] = residual.node()->grad_target();
+            const std::size_t n = this->value.size();
+            parallel_for(n, double(n), [&](std::size_t begin, std::size_t end) {  // beta 0: gr is stale, not read
+                if (beta == T(0)) std::copy(gy + begin, gy + end, gr + begin);
+                else
+                    for (std::size_t i = begin; i < end; ++i) gr[i] += gy[i];
+            });
         }
     }
 };
 
 template <Real T, std::size_t N>
 Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>* bias,
-                      LinearActivation activation = LinearActivation::none) {
+                      LinearActivation activation = LinearActivation::none, const Var<T, N>* residual = nullptr) {
     require_var(x, "linear", "x");
     require_var(weight, "linear", "weight");
     if (bias && !*bias) bias = nullptr;  // an empty bias Var means no bias
@@ -279,13 +293,17 @@ Var<T, N> linear_vars(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 
     std::array<std::size_t, N> shape;
     std::copy(sx.begin(), sx.end(), shape.begin());
     shape[N - 1] = sw[0];
+    if (residual) require_var(*residual, "linear_add", "residual");
+    if (residual && !std::ranges::equal(residual->shape(), shape))
+        throw shape_error("linear_add: residual has shape " + shape_str(residual->shape()) + " but x · Wᵀ has shape " +
+                          shape_str(shape));
     return make_op<LinearNode<T, N>>(shape, [&](auto& node) {
         node.rows = extent_product(sx, 0, N - 1);
         node.in = sx[N - 1];
         node.out = sw[0];
         node.activation = activation;
         node.forward();
-    }, x, weight, bias ? *bias : Var<T, 1>{});
+    }, x, weight, bias ? *bias : Var<T, 1>{}, residual ? *residual : Var<T, N>{});
 }
 
 }  // namespace detail
@@ -320,6 +338,13 @@ template <Real T, std::size_t N>
 Var<T, N> linear(const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>& bias, LinearActivation activation) {
     static_assert(N >= 1, "xgrad: linear needs x of rank >= 1");
     return detail::linear_vars(x, weight, &bias, activation);
+}
+// linear_add(r, x, W, b) = r + (x · Wᵀ + b) in one node: a residual connection after a projection,
+// without a node for the projection alone (torch.addmm's input + mat1 · mat2). r has the output's shape.
+template <Real T, std::size_t N>
+Var<T, N> linear_add(const Var<T, N>& residual, const Var<T, N>& x, const Var<T, 2>& weight, const Var<T, 1>& bias) {
+    static_assert(N >= 1, "xgrad: linear_add needs x of rank >= 1");
+    return detail::linear_vars(x, weight, &bias, LinearActivation::none, &residual);
 }
 // linear(x, W) = x · Wᵀ: x (..., in), W (out, in) -> (..., out).
 template <Real T, std::size_t N, Real TW, std::size_t NW>
