@@ -1,6 +1,6 @@
 // Attention in O(L) memory, for long sequences: O_bh (L, D) = softmax(scale · Q_bh · K_bhᵀ + masks) · V_bh
 // as ONE tape op that keeps nothing of size L × S. The queries of a head are processed in blocks of
-// `block_rows`; a block's scores (rows, S') live only in a per-thread buffer (a few hundred KB) while
+// `block_rows`; a block's scores (rows, S') live only in a per-thread buffer (at most 2 MB) while
 // its softmax and its product with V are taken, and the backward computes them again, block by
 // block, from Q, K, V and the masks (flash attention's recomputation). Saved state: none beyond the
 // inputs and the output.
@@ -8,7 +8,8 @@
 // Unlike flash attention, a block spans every live key at once, so its softmax is the plain one
 // (kernels::softmax_rows, the weights path's kernel) and needs no running max or rescaling: the
 // output is that of the weights path to rounding of the products. The price is a buffer that grows
-// with S (block_rows · S' values per thread); the block shrinks as S grows (block_rows_for).
+// with S (block_rows · S' values per thread, two in backward); the block shrinks as S grows, to
+// 32 rows (block_rows_for), past which the buffer grows with S.
 //
 // Each block reads only its live keys (ScoreMasks::live_keys over the block's queries): under a
 // causal mask block [i0, i1) reads keys [0, i1), so about half the scores of the triangle are
