@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
     setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
     setup_heads(*app.add_subcommand(
         "heads", "label every attention head of a `train copy` or `train gpt` checkpoint, rank them by ablation"));
+    setup_explore(*app.add_subcommand(
+        "explore", "write a page of every attention's maps and gradients for one input (a checkpoint or a folder)"));
     setup_inspect(*app.add_subcommand(
         "inspect", "print the tape of one MultiheadAttention forward and backward: ops, names, shapes, gradients"));
     setup_attention(*app.add_subcommand(

@@ -17,6 +17,7 @@ void setup_train_gpt(CLI::App& cmd);
 void setup_sample(CLI::App& cmd);
 void setup_gpt(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
+void setup_explore(CLI::App& cmd);
 void setup_inspect(CLI::App& cmd);
 void setup_attention(CLI::App& cmd);
 void setup_transformer(CLI::App& cmd);

@@ -1,17 +1,15 @@
-// `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. Runs held-out
-// sequences, scores and labels every head (study/head_analysis.hpp), measures its importance by ablation
-// (the held-out loss and accuracy with the head's output removed) and draws the mean attention maps.
-// A `train gpt` checkpoint: every layer's heads on its text, with induction scores (study/gpt_heads.cpp).
+// `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. The
+// measurements are study/heads.hpp's (scores, labels, importance by ablation); this prints them and
+// draws the mean attention maps. A `train gpt` checkpoint: every layer's heads on its text, with
+// induction scores (study/gpt_heads.cpp).
 #include <filesystem>
 #include <string>
 
 #include <fmt/core.h>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xview.hpp>
 
 #include "commands/commands.hpp"
 #include "commands/plot.hpp"
-#include "study/head_analysis.hpp"
+#include "study/heads.hpp"
 #include "tasks/copy.hpp"
 #include "tasks/gpt.hpp"
 #include "xgrad/io/checkpoint.hpp"
@@ -25,16 +23,6 @@ struct HeadsOptions {
     std::uint64_t seed = 12345;
 };
 
-struct Eval {
-    double loss, accuracy;
-};
-
-Eval evaluate(const copy_task::Model<float>& model, const copy_task::Batch& batch) {
-    NoGrad no_record;
-    const auto logits = model(batch.tokens);
-    return {double(cross_entropy(logits, batch.targets).value()()), copy_task::accuracy(model, batch)};
-}
-
 int heads(const HeadsOptions& o) {
     namespace fs = std::filesystem;
     const auto config = io::read_checkpoint_config(o.checkpoint);
@@ -43,53 +31,30 @@ int heads(const HeadsOptions& o) {
     Generator unused_init(0);
     copy_task::Model<float> model(options, unused_init);
     io::load_state_dict(model, o.checkpoint);
-    Generator gen(o.seed);
-    const auto batch = copy_task::make_batch(std::size_t(o.sequences), options.seq, options.vocab, gen);
-
-    Var<float, 4> weights;  // (N, H, L, S)
-    {
-        NoGrad no_record;
-        model(batch.tokens, &weights);
-    }
-    const auto scores = score_heads(weights.value(), options.causal, long(options.seq));
-
-    // Ablation: head h's slice of the context (columns h·D .. h·D + D of out_proj.weight) set to zero.
-    const Eval full = evaluate(model, batch);
-    const std::size_t D = options.embed / options.heads;
-    auto& out_weight = model.attn.out_proj.weight.value();
-    std::vector<Eval> ablated;
-    for (std::size_t h = 0; h < options.heads; ++h) {
-        auto columns = xt::view(out_weight, xt::all(), xt::range(h * D, h * D + D));
-        const xt::xtensor<float, 2> saved = columns;
-        columns = xt::zeros<float>(saved.shape());
-        ablated.push_back(evaluate(model, batch));
-        columns = saved;
-    }
+    const CopyHeadStudy study = study_copy_heads(model, std::size_t(o.sequences), o.seed);
 
     fmt::print("{}: copy task of {} tokens, vocabulary {}, embed {}, {} heads, {}; {} held-out sequences\n",
                o.checkpoint, options.seq, options.vocab, options.embed, options.heads,
                options.causal ? "causal" : "not causal", o.sequences);
-    fmt::print("held-out loss {:.4f}, token accuracy {:.4f}\n\n", full.loss, full.accuracy);
+    fmt::print("held-out loss {:.4f}, token accuracy {:.4f}\n\n", study.loss, study.accuracy);
     fmt::print("{:>4}  {:<27} {:>6} {:>12} {:>11} {:>11} {:>15} {:>14}\n", "head", "label", "offset", "offset mass",
                "first-token", "uniformity", "ablation: loss", "accuracy");
-    for (std::size_t h = 0; h < options.heads; ++h) {
-        const auto& s = scores[h];
-        fmt::print("{:>4}  {:<27} {:>6} {:>12.3f} {:>11.3f} {:>11.3f} {:>+15.4f} {:>+14.4f}\n", h, s.label, s.offset,
-                   s.offset_mass, s.first_token_mass, s.uniformity, ablated[h].loss - full.loss,
-                   ablated[h].accuracy - full.accuracy);
+    for (const HeadReport& r : study.heads) {
+        const auto& s = r.scores;
+        fmt::print("{:>4}  {:<27} {:>6} {:>12.3f} {:>11.3f} {:>11.3f} {:>+15.4f} {:>+14.4f}\n", r.head, r.label, s.offset,
+                   s.offset_mass, s.first_token_mass, s.uniformity, *r.ablation_loss, *r.ablation_accuracy);
     }
     if (o.out.empty()) return 0;
 
     AttentionMaps maps;
-    for (std::size_t h = 0; h < options.heads; ++h) maps.panel_titles.push_back(fmt::format("head {}: {}", h, scores[h].label));
+    for (const HeadReport& r : study.heads) maps.panel_titles.push_back(fmt::format("head {}: {}", r.head, r.label));
     for (std::size_t t = 0; t < 2 * options.seq; ++t)
         maps.key_labels.push_back(t < options.seq ? fmt::format("a{}", t + 1)
                                   : t == options.seq ? "|"
                                                      : fmt::format("a{}", t - options.seq));
     maps.query_labels = maps.key_labels;
     maps.title = fmt::format("mean attention over {} held-out sequences ({})", o.sequences, o.checkpoint);
-    const xt::xtensor<double, 3> mean = xt::mean(xt::cast<double>(weights.value()), {0});
-    const auto png = attention_grid_png(mean, maps);
+    const auto png = attention_grid_png(study.mean_weights, maps);
     fs::create_directories(o.out);
     write_png(fs::path(o.out) / "heads.png", png);
     fmt::print("\nwrote {}/heads.png\n", o.out);

@@ -1,5 +1,5 @@
-// `xgrad heads` on a GPT checkpoint: for every layer and head, the scores of head_analysis.hpp on
-// windows of the val text (previous-token mass = offset -1, first-token mass, uniformity), the
+// The heads of a GPT (study/heads.hpp) and `xgrad heads` on a GPT checkpoint: for every layer and
+// head, the scores of head_analysis.hpp on windows of the val text (previous-token mass = offset -1, first-token mass, uniformity), the
 // induction score of Olsson et al. 2022 (on sequences of random tokens repeated twice, the mean
 // attention from each token of the second copy to the token after its first occurrence), a label,
 // and the importance by ablation (val loss with the head's slice of c_proj removed).
@@ -11,7 +11,7 @@
 #include <xtensor/xview.hpp>
 
 #include "tasks/gpt.hpp"
-#include "study/head_analysis.hpp"
+#include "study/heads.hpp"
 #include "commands/plot.hpp"
 
 namespace xgrad::cli {
@@ -39,15 +39,10 @@ double val_loss(const nn::GPT<float>& model, const xt::xtensor<std::int64_t, 2>&
 
 }  // namespace
 
-int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
-              const std::string& text_file) {
-    gpt_task::LoadedModel m = gpt_task::load_model(checkpoint);
-    nn::GPT<float>& model = m.model;
+GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows, std::size_t sequences,
+                             std::uint64_t seed) {
     const auto& c = model.config;
-    const std::size_t T = c.block_size, N = std::size_t(sequences), H = c.n_head, L = c.n_layer, D = c.n_embd / H;
-    if (!m.tokenizer) throw value_error(checkpoint + ": heads of an llm.c model need its text; use a train gpt checkpoint");
-    const text::Corpus corpus = text_file.empty() ? gpt_task::default_corpus() : text::Corpus::map_file(text_file);
-    const text::Windows windows(corpus, *m.tokenizer, 0.1);
+    const std::size_t T = c.block_size, N = sequences, H = c.n_head, L = c.n_layer, D = c.n_embd / H;
     Generator gen(seed);
     xt::xtensor<std::int64_t, 2> x, y;
     windows.batch(text::Split::val, N, T, gen, x, y);
@@ -64,15 +59,10 @@ int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int seq
     const auto text_weights = layer_weights(model, x);
     const auto repeat_weights = layer_weights(model, repeated);
 
-    const double full = val_loss(model, x, y);
-    fmt::print("{}: GPT {} layers, {} heads, embed {}; {} val windows of {} tokens from {}\n", checkpoint, L, H, c.n_embd,
-               N, T, corpus.name());
-    fmt::print("val loss {:.4f}\n\n", full);
-    fmt::print("{:>5} {:>4}  {:<27} {:>10} {:>9} {:>11} {:>10} {:>15}\n", "layer", "head", "label", "prev-token",
-               "induction", "first-token", "uniformity", "ablation: loss");
-    xt::xtensor<double, 3> maps = xt::xtensor<double, 3>::from_shape({L * H, 2 * R, 2 * R});
-    AttentionMaps labels;
-    std::size_t previous_heads = 0, induction_heads = 0;
+    GptHeadStudy out;
+    out.val_loss = val_loss(model, x, y);
+    out.repeat_length = R;
+    out.repeat_maps = xt::xtensor<double, 3>::from_shape({L * H, 2 * R, 2 * R});
     for (std::size_t l = 0; l < L; ++l) {
         const auto scores = score_heads(text_weights[l], true, 0);
         auto& proj = model.transformer.h[l].attn.c_proj.weight.value();
@@ -86,34 +76,59 @@ int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int seq
             for (std::size_t n = 0; n < N; ++n)
                 for (std::size_t i = 1; i < T; ++i) previous += text_weights[l](n, h, i, i - 1);
             previous /= double(N * (T - 1));
-            const auto& s = scores[h];
-            const std::string label = induction >= 0.3 && induction > previous ? "induction"
-                                      : previous >= 0.5                     ? "previous token"
-                                                                             : head_label(s, 0);
-            previous_heads += label == "previous token", induction_heads += label == "induction";
+            HeadReport r;
+            r.layer = l, r.head = h, r.scores = scores[h];
+            r.label = induction >= 0.3 && induction > previous ? "induction"
+                      : previous >= 0.5                     ? "previous token"
+                                                             : head_label(scores[h], 0);
+            r.previous_token = previous, r.induction = induction;
             auto columns = xt::view(proj, xt::all(), xt::range(h * D, h * D + D));  // the head's share of c_proj
             const xt::xtensor<float, 2> saved = columns;
             columns = xt::zeros<float>(saved.shape());
-            const double ablated = val_loss(model, x, y);
+            r.ablation_loss = val_loss(model, x, y) - out.val_loss;
             columns = saved;
-            fmt::print("{:>5} {:>4}  {:<27} {:>10.3f} {:>9.3f} {:>11.3f} {:>10.3f} {:>+15.4f}\n", l, h, label, previous,
-                       induction, s.first_token_mass, s.uniformity, ablated - full);
+            out.heads.push_back(std::move(r));
             for (std::size_t i = 0; i < 2 * R; ++i)
                 for (std::size_t j = 0; j < 2 * R; ++j) {
                     double mean = 0;
                     for (std::size_t n = 0; n < N; ++n) mean += w(n, h, i, j);
-                    maps(l * H + h, i, j) = mean / double(N);
+                    out.repeat_maps(l * H + h, i, j) = mean / double(N);
                 }
-            labels.panel_titles.push_back(fmt::format("layer {} head {}: {}", l, h, label));
         }
+    }
+    return out;
+}
+
+int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
+              const std::string& text_file) {
+    gpt_task::LoadedModel m = gpt_task::load_model(checkpoint);
+    const auto& c = m.model.config;
+    if (!m.tokenizer) throw value_error(checkpoint + ": heads of an llm.c model need its text; use a train gpt checkpoint");
+    const text::Corpus corpus = text_file.empty() ? gpt_task::default_corpus() : text::Corpus::map_file(text_file);
+    const text::Windows windows(corpus, *m.tokenizer, 0.1);
+    const GptHeadStudy study = study_gpt_heads(m.model, windows, std::size_t(sequences), seed);
+
+    fmt::print("{}: GPT {} layers, {} heads, embed {}; {} val windows of {} tokens from {}\n", checkpoint, c.n_layer,
+               c.n_head, c.n_embd, sequences, c.block_size, corpus.name());
+    fmt::print("val loss {:.4f}\n\n", study.val_loss);
+    fmt::print("{:>5} {:>4}  {:<27} {:>10} {:>9} {:>11} {:>10} {:>15}\n", "layer", "head", "label", "prev-token",
+               "induction", "first-token", "uniformity", "ablation: loss");
+    AttentionMaps labels;
+    std::size_t previous_heads = 0, induction_heads = 0;
+    for (const HeadReport& r : study.heads) {
+        previous_heads += r.label == "previous token", induction_heads += r.label == "induction";
+        fmt::print("{:>5} {:>4}  {:<27} {:>10.3f} {:>9.3f} {:>11.3f} {:>10.3f} {:>+15.4f}\n", r.layer, r.head, r.label,
+                   *r.previous_token, *r.induction, r.scores.first_token_mass, r.scores.uniformity, *r.ablation_loss);
+        labels.panel_titles.push_back(fmt::format("layer {} head {}: {}", r.layer, r.head, r.label));
     }
     fmt::print("\n{} previous-token head(s), {} induction head(s)\n", previous_heads, induction_heads);
     if (out_dir.empty()) return 0;
+    const std::size_t R = study.repeat_length;
     for (std::size_t t = 0; t < 2 * R; ++t) labels.key_labels.push_back(fmt::format("{}{}", t < R ? "a" : "b", t % R));
     labels.query_labels = labels.key_labels;
     labels.title = fmt::format("mean attention on {} random sequences of {} tokens repeated twice (a = first copy, "
-                               "b = second): induction heads attend from b_k to a_(k+1)", N, R);
-    const auto png = attention_grid_png(maps, labels);
+                               "b = second): induction heads attend from b_k to a_(k+1)", sequences, R);
+    const auto png = attention_grid_png(study.repeat_maps, labels);
     std::filesystem::create_directories(out_dir);
     write_png(std::filesystem::path(out_dir) / "heads.png", png);
     fmt::print("wrote {}/heads.png\n", out_dir);

@@ -10,6 +10,7 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,17 @@ struct HeadScores {
     long offset = 0;  // δ*: the offset holding the most mass
     double offset_mass = 0, first_token_mass = 0, uniformity = 0;
     std::string label;
+};
+
+// One head's row of `xgrad heads` (study/heads.hpp), also shown by `xgrad explore`.
+struct HeadReport {
+    std::size_t layer = 0, head = 0;
+    HeadScores scores;
+    std::string label;                        // scores.label, or "induction" / "previous token" for a GPT
+    std::optional<double> previous_token;     // GPT: mean weight on key i - 1
+    std::optional<double> induction;          // GPT: Olsson et al.'s score on repeated random tokens
+    std::optional<double> ablation_loss;      // held-out loss with the head removed, minus the full model's
+    std::optional<double> ablation_accuracy;  // copy task: the same for token accuracy
 };
 
 // The label of a head: an offset head when δ* holds at least half the mass (self at 0, previous

@@ -87,7 +87,8 @@ struct Model {
     // head's attention weights (B, H, 2n, 2n) (rows: queries, columns: keys).
     Var<T, 2> operator()(const xt::xtensor<std::int64_t, 2>& tokens, Var<T, 4>* head_weights = nullptr) const {
         const std::size_t batch = tokens.shape(0), n = tokens.shape(1) / 2;
-        Var<T, 3> x = pos(embed(tokens));  // N(0,1) embeddings: no √E scaling, the positions stay visible
+        // N(0,1) embeddings: no √E scaling, the positions stay visible
+        Var<T, 3> x = named(pos(embed(tokens)), "embedding");
         nn::MhaForwardOptions<T> fo;
         fo.need_weights = head_weights != nullptr;
         fo.average_attn_weights = false;

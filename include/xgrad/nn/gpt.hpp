@@ -256,7 +256,7 @@ Var<T, 3> GPT<T>::hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwa
                           " does not fit block_size " + std::to_string(config.block_size));
     // positions [first, first + T) are rows of wpe: a slice, so no index tensor is built per step
     const Var<T, 2> pos = slice(transformer.wpe.weight, 0, long(first), long(first + L));
-    Var<T, 3> x = transformer.drop(transformer.wte(idx) + pos);
+    Var<T, 3> x = named(transformer.drop(transformer.wte(idx) + pos), "embedding");  // the blocks' input
     if (weights) weights->assign(transformer.h.size(), Var<T, 3>{});
     const NameScope in_transformer("transformer"), in_blocks("h");
     for (std::size_t i = 0; i < transformer.h.size(); ++i) {

@@ -1,0 +1,53 @@
+// `xgrad explore SOURCE --out FILE.html`: one forward and backward of a model on one input, and a
+// page of every attention's maps and gradients (study/explore.hpp, docs/explore.md). SOURCE is a
+// `train gpt` or `train copy` checkpoint, an llm.c .bin (with --tokens) or an `xgrad attention`
+// folder. Bad input: one line, exit status 2, no file written.
+#include <fmt/core.h>
+
+#include "commands/commands.hpp"
+#include "study/explore.hpp"
+#include "xgrad/core/parallel.hpp"
+#include "xgrad/io/file.hpp"
+
+namespace xgrad::cli {
+
+void setup_explore(CLI::App& cmd) {
+    static ExploreOptions o;
+    static std::string out;
+    static int threads = 1;
+    cmd.add_option("source", o.source, "a checkpoint of `train gpt` or `train copy` (.npz), an llm.c .bin, or a folder "
+                                       "in the format of `xgrad attention`")
+        ->required()
+        ->check(CLI::ExistingPath);
+    cmd.add_option("--out", out, "the page to write, one self-contained HTML file")->required();
+    cmd.add_option("--text", o.text, "a GPT's input text (default: held-out text of its corpus)");
+    cmd.add_option("--tokens", o.tokens, "the input as token ids, comma-separated (an llm.c model; the copy task's "
+                                         "sequence to copy)")
+        ->delimiter(',');
+    cmd.add_option("--corpus", o.corpus, "a GPT's text file, for the default input and the head reports (default: the "
+                                         "fortunes package, as train gpt)")
+        ->check(CLI::ExistingFile);
+    cmd.add_option("--length", o.length, "tokens of held-out text as a GPT's default input")->check(between(1, 100000));
+    cmd.add_option("--positions", o.positions, "per-position losses offered besides the whole loss (evenly spaced, the "
+                                               "last included; 0: none)")
+        ->check(between(0, 100000));
+    cmd.add_option("--sequence", o.sequence, "which sequence of a folder's batched input to show");
+    cmd.add_option("--head-sequences", o.head_sequences, "held-out sequences for the head reports of `xgrad heads` (0: "
+                                                         "none)")
+        ->check(between(0, 100000));
+    cmd.add_option("--seed", o.seed, "seed of the held-out sequences");
+    cmd.add_option("--threads", threads, "threads")->check(between(1, 64));
+    cmd.callback([] {
+        selected_action() = [] {
+            io::require_parent_dir(out);
+            set_num_threads(std::size_t(threads));
+            const ExploreData data = explore(o);
+            const std::size_t bytes = write_explore_page(data, out);
+            fmt::print("{}: {} attention(s), {} loss(es); wrote {} ({:.0f} KB)\n", data.title, data.sites.size(),
+                       data.choices.size(), out, double(bytes) / 1024);
+            return 0;
+        };
+    });
+}
+
+}  // namespace xgrad::cli

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""`xgrad explore`'s page in a real browser: Debian's chromium, headless, driven by chromedriver
+through python3-selenium (installed by ./scripts/test). Usage:
+
+    check_explore_page.py XGRAD FIXTURES_DIR SCREENSHOT_DIR
+
+1. MultiheadAttention (tests/fixtures/io/attention/basic: key padding and an attn_mask, float64):
+   the page loads from disk with no console error and no request outside the file; hovering a
+   cell shows P, dL/dP and dL/dS equal, bit for bit, to what `xgrad inspect --dump` writes for the
+   same problem; masked cells say so; clicking a head changes the map; choosing a position changes
+   the gradient views and not P; keys move between heads and views; a screenshot of each view.
+2. A small GPT trained here for a few steps: every layer reachable with the keys, the head table
+   with induction and previous-token scores, a position picked by clicking its query row.
+3. The check of outside requests fails on a page that makes one (so it can fail).
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+except ImportError:
+    sys.exit("FAIL: python3-selenium is missing (./scripts/test installs it with chromium and chromium-driver)")
+
+
+def fail(message):
+    sys.exit("FAIL: " + message)
+
+
+def run(*args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(map(str, args))}: exit status {r.returncode}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1700,1100",
+                "--disable-dev-shm-usage", "--no-first-run"]:
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def load(driver, page):
+    """Opens the page; returns the console errors and the requests for anything but the file itself."""
+    driver.get_log("browser"), driver.get_log("performance")  # drop what an earlier page left
+    driver.get("file://" + os.path.abspath(page))
+    driver.find_element(By.ID, "map")
+    driver.execute_script("return document.readyState")
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    url = "file://" + os.path.abspath(page)
+    outside = []
+    for entry in driver.get_log("performance"):
+        m = re.search(r'"method":"Network.requestWillBeSent".*?"url":"([^"]*)"', entry["message"])
+        if m and m.group(1) != url and not m.group(1).startswith("data:"):
+            outside.append(m.group(1))
+    return errors, outside
+
+
+def open_clean(driver, page):
+    errors, outside = load(driver, page)
+    if errors:
+        fail(f"{page}: console errors: {errors}")
+    if outside:
+        fail(f"{page}: requests leaving the file: {outside}")
+
+
+def state(driver):
+    m = driver.find_element(By.ID, "map")
+    return {k: m.get_attribute("data-" + k) for k in ("site", "head", "choice", "view")}
+
+
+def map_image(driver):
+    return driver.execute_script("return document.getElementById('map').toDataURL()")
+
+
+def thumbnail(driver, site, head):
+    """The head's small map in the grid (the big map outlines the chosen position's row)."""
+    return driver.execute_script(
+        f"return document.querySelector('.head[data-site=\"{site}\"][data-head=\"{head}\"] canvas').toDataURL()")
+
+
+def hover(driver, i, j):
+    """The tooltip's lines over cell (query i, key j) of the map, reached with the mouse."""
+    canvas = driver.find_element(By.ID, "map")
+    x, y = driver.execute_script("const c = window.xgradExplore.cellCenter(arguments[0], arguments[1]); return [c.x, c.y];", i, j)
+    width, height = canvas.size["width"], canvas.size["height"]
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x - width / 2), int(y - height / 2)).perform()
+    tip = driver.find_element(By.ID, "tooltip")
+    if tip.get_attribute("data-i") != str(i) or tip.get_attribute("data-j") != str(j):
+        fail(f"hover over ({i}, {j}) showed cell ({tip.get_attribute('data-i')}, {tip.get_attribute('data-j')})")
+    return tip.text.split("\n")
+
+
+def shown(lines, name):
+    for line in lines:
+        if line.startswith(name + " = "):
+            return float(line.split(" = ")[1])
+    return None
+
+
+def click_head(driver, site, head):
+    driver.find_element(By.CSS_SELECTOR, f'.head[data-site="{site}"][data-head="{head}"]').click()
+
+
+def press(driver, key):
+    ActionChains(driver).send_keys(key).perform()
+
+
+def check_attention(driver, xgrad, fixtures, shots, work):
+    folder = os.path.join(fixtures, "io", "attention", "basic", "in")
+    run(xgrad, "inspect", "--from", folder, "--dump", os.path.join(work, "dump"))
+    page = os.path.join(work, "mha.html")
+    run(xgrad, "explore", folder, "--out", page, "--positions", "3")
+    one = lambda pattern: np.load(glob.glob(os.path.join(work, "dump", pattern))[0])
+    P, dP, dS = one("*-weights.npy"), one("*-weights.grad.npy"), one("*-weights.scores.grad.npy")
+    heads = 2  # (B·H, L, S): sequence 0 is rows 0 .. H-1
+    open_clean(driver, page)
+    driver.save_screenshot(os.path.join(shots, "mha-weights.png"))
+    checked = masked = 0
+    for h in range(heads):
+        click_head(driver, 0, h)
+        if state(driver)["head"] != str(h):
+            fail(f"clicking head {h} selected {state(driver)}")
+        for i in range(P.shape[1]):
+            for j in range(P.shape[2]):
+                lines = hover(driver, i, j)
+                if np.isinf(one("*-weights.scores.npy")[h, i, j]):
+                    masked += 1
+                    if not any("masked" in line for line in lines) or shown(lines, "dL/dS") != 0:
+                        fail(f"masked cell ({h}, {i}, {j}) shows {lines}")
+                    continue
+                for name, want in (("P", P), ("dL/dP", dP), ("dL/dS", dS)):
+                    if shown(lines, name) != want[h, i, j]:
+                        fail(f"head {h} cell ({i}, {j}): {name} shown {shown(lines, name)!r}, --dump has {want[h, i, j]!r}")
+                checked += 1
+    if checked < 6 or masked < 1:
+        fail(f"checked {checked} cells and {masked} masked ones: the fixture should have both")
+    before = map_image(driver)
+    click_head(driver, 0, 0)
+    if map_image(driver) == before:
+        fail("clicking another head left the map unchanged")
+    # Views and a position's loss: P stays, the gradients change.
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="2"]').click()
+    whole = map_image(driver)
+    driver.save_screenshot(os.path.join(shots, "mha-dscores.png"))
+    Select(driver.find_element(By.ID, "choice")).select_by_visible_text("query 1")
+    if state(driver)["choice"] == "0" or map_image(driver) == whole:
+        fail(f"choosing query 1's loss left dL/dS unchanged: {state(driver)}")
+    driver.save_screenshot(os.path.join(shots, "mha-dscores-query1.png"))
+    dscores_query1 = thumbnail(driver, 0, 0)
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="0"]').click()
+    p_query1 = thumbnail(driver, 0, 0)
+    Select(driver.find_element(By.ID, "choice")).select_by_visible_text("whole loss")
+    if thumbnail(driver, 0, 0) != p_query1:
+        fail("P changed with the loss chosen")
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="2"]').click()
+    if thumbnail(driver, 0, 0) == dscores_query1:
+        fail("dL/dS of head 0 is the same for the whole loss and query 1's")
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="0"]').click()
+    press(driver, Keys.ARROW_RIGHT)
+    if state(driver)["head"] != "1":
+        fail(f"→ did not move to head 1: {state(driver)}")
+    press(driver, "v")
+    if state(driver)["view"] != "dweights":
+        fail(f"v did not move to dL/dP: {state(driver)}")
+    driver.save_screenshot(os.path.join(shots, "mha-dweights.png"))
+    press(driver, "s")
+    driver.save_screenshot(os.path.join(shots, "mha-dweights-log.png"))
+    print(f"attention page: {checked} cells equal to --dump, {masked} masked cells")
+
+
+def check_gpt(driver, xgrad, shots, work):
+    text = os.path.join(work, "text.txt")
+    with open(text, "w") as f:
+        f.write("the cat sat on the mat. the dog sat on the log. " * 60)
+    run(xgrad, "train", "gpt", "--text", text, "--n_layer", "2", "--n_head", "2", "--n_embd", "32", "--block_size", "32",
+        "--batch_size", "8", "--max_iters", "60", "--eval_interval", "60", "--eval_iters", "2", "--out", os.path.join(work, "gpt"))
+    page = os.path.join(work, "gpt.html")
+    out = run(xgrad, "explore", os.path.join(work, "gpt", "checkpoint.npz"), "--corpus", text, "--length", "24",
+              "--head-sequences", "16", "--out", page)
+    if "2 attention(s), 25 loss(es)" not in out:
+        fail(f"explore on the GPT printed: {out}")
+    open_clean(driver, page)
+    rows = driver.find_elements(By.CSS_SELECTOR, "#head-table tr[data-site]")
+    if len(rows) != 4 or not all(re.search(r"\d\.\d{3}", r.text) for r in rows):
+        fail(f"head table: {[r.text for r in rows]}")
+    press(driver, Keys.ARROW_DOWN)
+    if state(driver)["site"] != "1":
+        fail(f"↓ did not move to layer 1: {state(driver)}")
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="2"]').click()
+    canvas = driver.find_element(By.ID, "map")
+    x, y = driver.execute_script("const c = window.xgradExplore.cellCenter(5, 0); return [c.x, c.y];")
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x - canvas.size["width"] / 2),
+                                                     int(y - canvas.size["height"] / 2)).click().perform()
+    if not Select(driver.find_element(By.ID, "choice")).first_selected_option.text.startswith("position 5:"):
+        fail("clicking query row 5 did not choose position 5's loss")
+    driver.save_screenshot(os.path.join(shots, "gpt-dscores-position5.png"))
+    print(f"GPT page: {os.path.getsize(page)} bytes, 2 layers, position chosen by clicking its row")
+
+
+def check_outside_request_is_caught(driver, work):
+    page = os.path.join(work, "mha.html")
+    with open(page) as f:
+        html = f.read()
+    bad = os.path.join(work, "bad.html")
+    with open(bad, "w") as f:
+        f.write(html.replace("<body>", '<body><img src="http://127.0.0.1:9/outside.png">', 1))
+    errors, outside = load(driver, bad)
+    if not outside and not errors:
+        fail("a page that asks for http://127.0.0.1:9/outside.png passed the check")
+
+
+def main():
+    xgrad, fixtures, shots = sys.argv[1:4]
+    os.makedirs(shots, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        driver = browser()
+        try:
+            check_attention(driver, xgrad, fixtures, shots, work)
+            check_gpt(driver, xgrad, shots, work)
+            check_outside_request_is_caught(driver, work)
+        finally:
+            driver.quit()
+    print(f"screenshots in {shots}")
+
+
+main()
