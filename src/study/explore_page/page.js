@@ -133,7 +133,7 @@ function drawMap() {
   const s = data.sites[state.site], view = VIEWS[state.view].key;
   const values = matrix(view, state.site, state.head, state.choice);
   const sc = scaleOf(values, view !== 'weights');
-  const cell = Math.max(4, Math.min(28, Math.floor(560 / Math.max(s.queries, s.keys))));
+  const cell = Math.max(4, Math.min(28, Math.floor(480 / Math.max(s.queries, s.keys))));
   const left = 8 + 7 * Math.min(12, Math.max(...data.tokens.map((t) => t.length), 2)) + 24, top = left;
   const width = left + s.keys * cell + 4, height = top + s.queries * cell + 4, ratio = window.devicePixelRatio || 1;
   map.width = width * ratio, map.height = height * ratio;
@@ -244,10 +244,10 @@ function buildGrid() {
       canvas.width = s.keys, canvas.height = s.queries;
       const r = (s.head_reports || [])[h];
       box.appendChild(canvas);
-      for (const text of [`${h}${r ? ': ' + r.label : ''}`, r ? headMetrics(r) : '']) {
-        const label = document.createElement('span');
-        label.className = 'label', label.textContent = text;
-        box.appendChild(label);
+      for (const [cls, text] of [['label', `${h}${r ? ': ' + r.label : ''}`], ['metrics', r ? headMetrics(r) : '']]) {
+        const span = document.createElement('span');
+        span.className = cls, span.textContent = text;
+        box.appendChild(span);
       }
       box.addEventListener('click', () => { state.site = site, state.head = h; render(); });
       nav.appendChild(box);
