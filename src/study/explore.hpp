@@ -5,8 +5,9 @@
 //
 //   study/explore.hpp          what the page shows (ExploreData) and the entry points
 //   study/explore_collect.hpp  the attention sites of a recorded tape and their gradients
-//   study/explore.cpp          the models it explores: GPT and copy-task checkpoints, the folders of
-//                              `xgrad attention` and `xgrad gpt`
+//   study/explore.cpp          the models it explores: checkpoints of `train gpt`, `train copy` and
+//                              `train sort`; the folders of `xgrad attention`, `xgrad transformer` and
+//                              `xgrad gpt`
 //   study/explore_page.cpp     ExploreData as one self-contained HTML file (study/explore_page/)
 #pragma once
 #include <cstddef>
@@ -25,7 +26,7 @@ namespace xgrad::cli {
 struct ExploreSite {
     std::string name;                      // its module path on the tape ("transformer.h.0")
     std::size_t heads = 0, queries = 0, keys = 0, head_dim = 0;
-    std::vector<std::string> key_tokens;   // S labels (the query labels are ExploreData::tokens)
+    long query_input = 0, key_input = 0;   // the ExploreData::inputs its queries and keys are (-1: none)
     std::vector<double> weights;           // P (H, L, S)
     std::vector<std::uint8_t> masked;      // (H, L, S): 1 where the score is -inf (the key is ignored)
     std::vector<HeadReport> head_reports;  // `xgrad heads`' rows for this layer, when it has them
@@ -45,13 +46,21 @@ struct ExploreChoice {
     std::string label;
     long position = -1;                  // -1: the whole loss
     double loss = 0;
-    std::vector<double> saliency;        // ‖dL/dx_t‖ per input token
+    std::vector<std::vector<double>> saliency;  // ‖dL/dx_t‖ per token of each input (empty: not known)
     std::vector<ExploreSiteGrads> sites;
+};
+
+// A sequence the model reads: its name and a label per token ("" where there is no text to show:
+// the page numbers the tokens).
+struct ExploreInput {
+    std::string name;
+    std::vector<std::string> tokens;
 };
 
 struct ExploreData {
     std::string title, description, dtype;  // dtype: "float32" or "float64", the model's
-    std::vector<std::string> tokens;        // the input sequence, one label a token
+    std::vector<ExploreInput> inputs;       // a GPT's tokens; an encoder-decoder's source and target; ...
+    std::size_t loss_input = 0;             // the input whose positions the per-position losses are
     std::vector<ExploreSite> sites;
     std::vector<ExploreChoice> choices;
     std::string heads_note;                 // where the head reports come from, or why there are none

@@ -1,4 +1,5 @@
-// The attention sites of a recorded tape, read for `xgrad explore` (study/explore.hpp): every
+// What `xgrad explore`'s sources share (study/explore.hpp): the attention sites of a recorded tape,
+// the losses' driver collect(), and the saliency's helpers. The sites: every
 // attention, on whichever path it ran (nn/attention/paths.hpp). Values are copied for one sequence
 // b of the batch. What a node does not keep (the scores and dS; P and dP of the one-op paths) comes
 // from its for_each_internal, recomputed as `xgrad inspect` shows it (inspect/attention.hpp).
@@ -6,13 +7,18 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "study/explore.hpp"
 #include "xgrad/nn/attention/paths.hpp"
+#include "xgrad/nn/gpt.hpp"
 #include "xgrad/ops/linalg.hpp"
 
 namespace xgrad::cli::explore_detail {
@@ -168,6 +174,121 @@ ExploreSiteGrads site_grads(const SiteNodes<T>& s, std::size_t b) {
         for (double& x : g.head_input) x = std::sqrt(x);
     }
     return g;
+}
+
+// The loss positions offered: [first, end) when `count` covers them, else `count` evenly spaced,
+// the last always included.
+inline std::vector<long> loss_positions(std::size_t first, std::size_t end, std::size_t count) {
+    std::vector<long> out;
+    const std::size_t n = end - first;
+    if (count == 0 || n == 0) return out;
+    for (std::size_t k = 0; k < std::min(count, n); ++k)
+        out.push_back(long(first + (count >= n ? k : count == 1 ? n - 1 : (k * (n - 1) + (count - 1) / 2) / (count - 1))));
+    return out;
+}
+
+// ‖grad‖ per token of sequence b of a (B, T, C) (batch_first), (T, B, C) or (T, C) gradient.
+inline std::vector<double> token_norms(const ArrayView& grad, bool batch_first, std::size_t b) {
+    const auto& s = grad.shape;
+    const bool batched = s.size() == 3;
+    const std::size_t T = batched && batch_first ? s[1] : s[0], B = batched ? (batch_first ? s[0] : s[1]) : 1,
+                      C = s.back();
+    std::vector<double> out(T, 0.0);
+    if (!grad.data) return out;
+    for (std::size_t t = 0; t < T; ++t) {
+        const std::size_t row = batched && batch_first ? b * T + t : t * B + b;
+        double sum = 0;
+        for (std::size_t c = 0; c < C; ++c) {
+            const double g = grad.is_double ? static_cast<const double*>(grad.data)[row * C + c]
+                                            : double(static_cast<const float*>(grad.data)[row * C + c]);
+            sum += g * g;
+        }
+        out[t] = std::sqrt(sum);
+    }
+    return out;
+}
+
+// The gradient of the node labelled `label`, an op on the tape or a leaf one reads (where a
+// saliency is read).
+inline ArrayView labelled_grad(const Tape& tape, const std::string& label) {
+    const Node* found = nullptr;
+    for (std::size_t i = 0; i < tape.size() && !found; ++i) {
+        if (tape[i].label == label) found = &tape[i];
+        tape[i].for_each_input([&](const Node& in) {
+            if (!found && in.label == label) found = &in;
+        });
+    }
+    if (!found) throw value_error("explore: no node named \"" + label + "\" on the tape");
+    return found->grad_view();
+}
+
+// What one loss's forward and backward gives besides the tape.
+struct Recorded {
+    double loss = 0;
+    std::vector<std::vector<double>> saliency;  // per input of ExploreData::inputs
+};
+using Record = std::function<Recorded(long position, const Tape& tape)>;
+
+// Reads the sites of a tape recorded in T into `data` (the first time) and `choice`; false when
+// the tape holds no attention in T.
+template <Real T>
+bool read_sites(const Tape& tape, std::size_t b, ExploreData& data, ExploreChoice& choice) {
+    const auto sites = attention_sites<T>(tape);
+    if (sites.empty()) return false;
+    data.dtype = std::is_same_v<T, double> ? "float64" : "float32";
+    if (data.sites.empty())
+        for (const auto& s : sites) data.sites.push_back(site_forward(s, b));
+    for (const auto& s : sites) choice.sites.push_back(site_grads(s, b));
+    return true;
+}
+
+// Runs record(-1, tape) and record(p, tape) for each position, each on a fresh tape, and reads
+// every attention of it for sequence b. `label(p)` names position p's loss.
+inline void collect(ExploreData& data, const std::vector<long>& positions, const std::function<std::string(long)>& label,
+                    std::size_t b, const Record& record) {
+    std::vector<long> all{-1};
+    all.insert(all.end(), positions.begin(), positions.end());
+    for (const long p : all) {
+        Tape tape;
+        TapeScope on(tape);
+        Recorded r = record(p, tape);
+        ExploreChoice& c = data.choices.emplace_back();
+        c.label = p < 0 ? "whole loss" : label(p), c.position = p, c.loss = r.loss, c.saliency = std::move(r.saliency);
+        if (!read_sites<float>(tape, b, data, c) && !read_sites<double>(tape, b, data, c))
+            throw value_error("explore: the model recorded no attention (the reference path is not read)");
+    }
+}
+
+// The inputs of the Transformer family's attentions by their module paths: multihead_attn reads
+// the target's queries and the memory's keys; self_attn under "encoder", or where there is no
+// target (tgt -1), the source (or memory); any other self_attn the target.
+inline std::pair<long, long> transformer_site_inputs(const std::string& name, long source, long target) {
+    if (name.find("multihead_attn") != std::string::npos) return {target, source};
+    if (name.find("encoder") != std::string::npos || target < 0) return {source, source};
+    return {target, target};
+}
+inline void set_transformer_inputs(ExploreData& data, long source, long target) {
+    for (auto& s : data.sites) std::tie(s.query_input, s.key_input) = transformer_site_inputs(s.name, source, target);
+}
+
+// The sources other than the model checkpoints (study/explore_folders.cpp).
+ExploreData explore_attention_folder(const ExploreOptions& o);
+ExploreData explore_transformer_folder(const ExploreOptions& o);
+ExploreData explore_gpt_folder(const ExploreOptions& o);
+
+// A GPT's losses on idx (B, T) for sequence b (nanoGPT's mean cross-entropy; position p's keeps
+// target (b, p) alone), its saliency at the blocks' input; the first input is the tokens.
+template <Real T>
+void collect_gpt(ExploreData& data, const nn::GPT<T>& model, const xt::xtensor<std::int64_t, 2>& idx,
+                 const xt::xtensor<std::int64_t, 2>& targets, std::size_t b, const std::vector<long>& positions,
+                 const std::function<std::string(long)>& label) {
+    collect(data, positions, label, b, [&](long p, const Tape& tape) {
+        xt::xtensor<std::int64_t, 2> chosen = targets;
+        if (p >= 0) chosen.fill(-1), chosen(b, std::size_t(p)) = targets(b, std::size_t(p));  // -1: ignored
+        const auto loss = nn::gpt_loss(model(idx), chosen);
+        backward(loss);
+        return Recorded{double(loss.value()()), {token_norms(labelled_grad(tape, "embedding"), true, b)}};
+    });
 }
 
 }  // namespace xgrad::cli::explore_detail

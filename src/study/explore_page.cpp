@@ -91,11 +91,14 @@ void replace_once(std::string& s, const std::string& what, const std::string& wi
 std::size_t write_explore_page(const ExploreData& d, const std::filesystem::path& out) {
     const bool is_double = d.dtype == "float64";
     nlohmann::json j{{"title", d.title}, {"description", d.description}, {"dtype", d.dtype},
-                     {"tokens", d.tokens}, {"heads_note", d.heads_note}};
+                     {"loss_input", d.loss_input}, {"heads_note", d.heads_note}};
+    j["inputs"] = nlohmann::json::array();
+    for (const ExploreInput& in : d.inputs) j["inputs"].push_back({{"name", in.name}, {"tokens", in.tokens}});
     j["sites"] = nlohmann::json::array();
     for (const ExploreSite& s : d.sites) {
         nlohmann::json site{{"name", s.name},     {"heads", s.heads},           {"queries", s.queries},
-                            {"keys", s.keys},     {"head_dim", s.head_dim},     {"key_tokens", s.key_tokens},
+                            {"keys", s.keys},     {"head_dim", s.head_dim},     {"query_input", s.query_input},
+                            {"key_input", s.key_input},
                             {"masked", base64(s.masked.data(), s.masked.size())},
                             {"weights", numbers(unmasked(s, s.weights, s.queries), is_double)}};
         site["head_reports"] = nlohmann::json::array();
@@ -105,7 +108,8 @@ std::size_t write_explore_page(const ExploreData& d, const std::filesystem::path
     j["choices"] = nlohmann::json::array();
     for (const ExploreChoice& c : d.choices) {
         nlohmann::json choice{{"label", c.label}, {"position", c.position}, {"loss", c.loss},
-                              {"saliency", numbers(c.saliency, is_double)}, {"sites", nlohmann::json::array()}};
+                              {"saliency", nlohmann::json::array()}, {"sites", nlohmann::json::array()}};
+        for (const auto& values : c.saliency) choice["saliency"].push_back(numbers(values, is_double));
         for (std::size_t k = 0; k < d.sites.size(); ++k) {
             const ExploreSite& s = d.sites[k];
             const ExploreSiteGrads& g = c.sites.at(k);

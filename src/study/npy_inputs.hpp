@@ -2,6 +2,8 @@
 // whose io_errors name the file: shape, dtype (every float input of a run has one dtype), finite
 // values, and masks (bool: torch's "true = ignore"; float: added to the scores).
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -58,6 +60,30 @@ std::optional<AnyMask<T>> read_mask(const fs::path& in, const std::string& name,
     expect_dtype<T>(*a, run_source);
     expect_finite(*a, true);
     return additive_mask(a->as_xarray<T>());
+}
+
+// Where one query's row is in an output gradient (`xgrad explore`'s per-position losses): query
+// `position` of sequence `sequence` in a (..., L, B, E) array, (..., B, L, E) when batch_first, or
+// (..., L, E) unbatched; leading axes (a decoder's intermediate layers) are kept whole.
+struct OutputRow {
+    std::size_t sequence = 0;
+    long position = -1;  // -1: every row (the whole loss)
+};
+
+// Sets every row but `keep`'s to 0, in an array of `itemsize`-byte elements.
+inline void keep_output_row(std::byte* data, std::size_t itemsize, const std::vector<std::size_t>& shape, bool batched,
+                            bool batch_first, const OutputRow& keep) {
+    if (keep.position < 0) return;
+    const std::size_t axes = shape.size(), E = shape.back();
+    const std::size_t L = batched && !batch_first ? shape[axes - 3] : shape[axes - 2];
+    const std::size_t B = batched ? (batch_first ? shape[axes - 3] : shape[axes - 2]) : 1;
+    std::size_t rows = 1;
+    for (std::size_t d = 0; d + 1 < axes; ++d) rows *= shape[d];
+    for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t within = r % (L * B);
+        const std::size_t t = batch_first ? within % L : within / B, b = batch_first ? within / L : within % B;
+        if (t != std::size_t(keep.position) || b != keep.sequence) std::fill_n(data + r * E * itemsize, E * itemsize, std::byte{0});
+    }
 }
 
 }  // namespace xgrad::cli

@@ -140,12 +140,13 @@ Problem<T, N> read_problem(const fs::path& in, const TransformerConfig& cfg, con
 }
 
 template <Real T, std::size_t N>
-TransformerResults run_typed(const fs::path& in, const TransformerConfig& cfg, const NpyArray& first) {
+TransformerResults run_typed(const fs::path& in, const TransformerConfig& cfg, const NpyArray& first, const OutputRow& keep) {
     Problem<T, N> p = read_problem<T, N>(in, cfg, first);
-    const NpyArray grad_file = *read_input(in, "grad_output");
+    NpyArray grad_file = *read_input(in, "grad_output");
     expect_dtype<T>(grad_file, first.source);
     expect_shape(grad_file, p.output_shape, cfg.return_intermediate ? "((num_layers,) + tgt's shape)" : "(the output's shape)");
     expect_finite(grad_file);
+    keep_output_row(grad_file.bytes.data(), sizeof(T), grad_file.shape, N == 3, cfg.layer.batch_first, keep);
 
     std::map<std::string, Var<T, N>> vars;  // named for tape listings (xgrad inspect)
     for (const auto& [name, x] : p.inputs) vars[name] = named(parameter(x), name);
@@ -175,7 +176,9 @@ TransformerResults run_typed(const fs::path& in, const TransformerConfig& cfg, c
         });
         const auto output = named(forward(module), "output");
         constexpr std::size_t R = std::remove_cvref_t<decltype(output)>::rank;
-        backward(output, grad_file.as<T, R>());
+        const auto seed = grad_file.as<T, R>();
+        results.loss = double(xt::sum(xt::cast<double>(output.value() * seed))());
+        backward(output, seed);
         auto& files = results.files;
         files["output"] = NpyArray::from(output.value());
         for (const auto& [name, v] : vars) files["grad." + name] = NpyArray::from(v.grad());
@@ -218,9 +221,13 @@ bool is_transformer_folder(const fs::path& in) {
     return parse_config_object(read_config_text(config), config.string()).contains("module");
 }
 
-TransformerResults compute_transformer(const fs::path& in) {
+TransformerConfig read_transformer_config(const fs::path& in) {
     const fs::path config = in / "config.json";
-    const TransformerConfig cfg = parse_transformer_config(read_config_text(config), config.string());
+    return parse_transformer_config(read_config_text(config), config.string());
+}
+
+TransformerResults compute_transformer(const fs::path& in, const OutputRow& keep) {
+    const TransformerConfig cfg = read_transformer_config(in);
     const NpyArray first = *read_input(in, first_input(cfg));
     if (first.shape.size() != 2 && first.shape.size() != 3)
         throw io_error(first.source + ": has shape " + shape_str(first.shape) + ", expected 3-D (batched) or 2-D (unbatched)");
@@ -228,8 +235,8 @@ TransformerResults compute_transformer(const fs::path& in) {
         throw io_error(first.source + ": has shape " + shape_str(first.shape) + ", its last dimension must be d_model = " +
                        std::to_string(cfg.layer.d_model));
     const bool batched = first.shape.size() == 3;
-    if (first.dtype == Dtype::float32) return batched ? run_typed<float, 3>(in, cfg, first) : run_typed<float, 2>(in, cfg, first);
-    if (first.dtype == Dtype::float64) return batched ? run_typed<double, 3>(in, cfg, first) : run_typed<double, 2>(in, cfg, first);
+    if (first.dtype == Dtype::float32) return batched ? run_typed<float, 3>(in, cfg, first, keep) : run_typed<float, 2>(in, cfg, first, keep);
+    if (first.dtype == Dtype::float64) return batched ? run_typed<double, 3>(in, cfg, first, keep) : run_typed<double, 2>(in, cfg, first, keep);
     throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
 }
 

@@ -20,6 +20,7 @@
 #include <map>
 #include <string>
 
+#include "study/npy_inputs.hpp"
 #include "xgrad/io/npy.hpp"
 #include "xgrad/nn/transformer_layers.hpp"
 
@@ -41,12 +42,17 @@ TransformerConfig parse_transformer_config(const std::string& text, const std::s
 struct TransformerResults {
     std::map<std::string, io::NpyArray> files;
     std::string description;
+    double loss = 0;  // Σ output ⊙ the gradient the backward started from
 };
+
+// The config of the problem in folder `in` (what parse_transformer_config reads from its config.json).
+TransformerConfig read_transformer_config(const std::filesystem::path& in);
 
 // Reads and checks the problem in folder `in`, then runs one forward and backward on the current
 // tape (inputs, parameters and the output are named nodes, for xgrad inspect). Bad input throws
 // io_error (naming the file or field), value_error or shape_error before anything is computed.
-TransformerResults compute_transformer(const std::filesystem::path& in);
+// `keep`: the backward starts from grad_output's row of one query only (`xgrad explore`).
+TransformerResults compute_transformer(const std::filesystem::path& in, const OutputRow& keep = {});
 
 // Whether `in` holds a Transformer problem: its config.json has a "module" field.
 bool is_transformer_folder(const std::filesystem::path& in);

@@ -12,6 +12,7 @@
 
 #include <xtensor/xview.hpp>
 
+#include "tasks/task_config.hpp"
 #include "xgrad/xgrad.hpp"
 
 namespace xgrad::copy_task {
@@ -53,15 +54,7 @@ struct ModelOptions {
     }
     // The options config() gave; value_error naming `source` and the first missing or invalid key.
     static ModelOptions from_config(const std::map<std::string, std::int64_t>& c, const std::string& source) {
-        const auto get = [&](const char* key, std::int64_t lo) {
-            const auto it = c.find(key);
-            if (it == c.end() || it->second < lo)
-                throw value_error(source + ": the copy-task config " +
-                                  (it == c.end() ? std::string("has no ") + key
-                                                 : std::string(key) + " = " + std::to_string(it->second) + " is invalid") +
-                                  " (is it a checkpoint of `xgrad train copy`?)");
-            return it->second;
-        };
+        const auto get = [&](const char* key, std::int64_t lo) { return tasks::config_value(c, key, lo, source, "copy"); };
         return {std::size_t(get("vocab", 1)), std::size_t(get("seq", 1)), std::size_t(get("embed", 1)),
                 std::size_t(get("heads", 1)), get("causal", 0) != 0};
     }

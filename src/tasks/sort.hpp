@@ -12,6 +12,7 @@
 
 #include <xtensor/xview.hpp>
 
+#include "tasks/task_config.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -56,6 +57,11 @@ struct ModelOptions {
         return {{"vocab", std::int64_t(vocab)}, {"seq", std::int64_t(seq)},     {"d_model", std::int64_t(d_model)},
                 {"heads", std::int64_t(heads)}, {"ffn", std::int64_t(ffn)}, {"layers", std::int64_t(layers)}};
     }
+    // The options config() gave; value_error naming `source` and the first missing or invalid key.
+    static ModelOptions from_config(const std::map<std::string, std::int64_t>& c, const std::string& source) {
+        const auto get = [&](const char* key) { return std::size_t(tasks::config_value(c, key, 1, source, "sort")); };
+        return {get("vocab"), get("seq"), get("d_model"), get("heads"), get("ffn"), get("layers")};
+    }
 };
 
 // A decoder run's output: the logits (B, L, vocab) at every decoder position and, when asked, every
@@ -86,7 +92,7 @@ struct Model {
 
     // src (B, n) -> memory (B, n, d_model)
     Var<T, 3> encode(const xt::xtensor<std::int64_t, 2>& src) const {
-        return transformer.encoder.forward(pos(embed(src)));
+        return transformer.encoder.forward(named(pos(embed(src)), "source"));  // named: explore's saliency
     }
 
     // tgt (B, L) tokens, memory (B, n, d) -> logits (B, L, vocab), under the causal mask.
@@ -94,7 +100,7 @@ struct Model {
         nn::DecoderForwardOptions<T, 3> o;
         o.tgt_mask = nn::generate_square_subsequent_mask<T>(tgt.shape(1));
         o.need_weights = need_weights, o.average_attn_weights = false;
-        auto r = transformer.decoder.forward_with_weights(pos(embed(tgt)), memory, o);
+        auto r = transformer.decoder.forward_with_weights(named(pos(embed(tgt)), "target"), memory, o);
         return {head(r.output), std::move(r.attn_weights_per_head)};
     }
 

@@ -63,7 +63,7 @@ TEST_CASE("explore: a MultiheadAttention folder against torch's weights and quer
     for (std::size_t t = 0; t < L; ++t) {
         double norm = 0;
         for (std::size_t e = 0; e < grad_query.shape(2); ++e) norm += grad_query(t, 0, e) * grad_query(t, 0, e);
-        CHECK(d.choices[0].saliency[t] == doctest::Approx(std::sqrt(norm)).epsilon(1e-12));
+        CHECK(d.choices[0].saliency[0][t] == doctest::Approx(std::sqrt(norm)).epsilon(1e-12));
     }
     // L = Σ_t L_t: the whole loss's dP and dS are the sum of the positions'
     CHECK(sum_gap(d, 0, 1.0, [](const cli::ExploreSiteGrads& g) { return g.dscores; }) < 1e-12);
@@ -152,6 +152,24 @@ TEST_CASE("explore: a GPT's gradients follow its losses, and ‖dX_h‖ equals t
             CHECK(d.choices[0].sites[k].head_input[0] == doctest::Approx(std::sqrt(norm)).epsilon(1e-5));
         }
     }
+}
+
+TEST_CASE("explore: a GPT given as nanoGPT's files: its loss is nanoGPT's, every layer read in float64") {
+    const fs::path folder = fs::path(XGRAD_FIXTURES) / "gpt" / "gpt_cli";
+    cli::ExploreOptions o;
+    o.source = folder, o.positions = 1000;
+    const cli::ExploreData d = cli::explore(o);
+    const double torch_loss = io::read_npy(folder / "expected" / "loss.npy").as_xarray<double>()();
+    CHECK(d.dtype == "float64");
+    CHECK(d.choices[0].loss == doctest::Approx(torch_loss).epsilon(1e-12));
+    REQUIRE(d.sites.size() == 2);
+    CHECK(d.sites[0].heads == 2);
+    // sequence 0's targets: 3 -1 6 10 12 7; position 1's is ignored, so it offers no loss
+    REQUIRE(d.choices.size() == 6);
+    for (std::size_t c = 1; c < d.choices.size(); ++c) CHECK(d.choices[c].position != 1);
+    for (const double s : d.choices[0].saliency[0]) CHECK(s > 0);
+    o.sequence = 2;
+    CHECK_THROWS_WITH_AS(cli::explore(o), doctest::Contains("--sequence: the input has 2 sequence(s), got 2"), value_error);
 }
 
 }  // namespace test_cli_explore

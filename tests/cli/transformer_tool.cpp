@@ -5,11 +5,13 @@
 // nothing written to OUT.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <string>
 
 #include "io/io_test_util.hpp"
+#include "study/explore.hpp"
 #include "study/inspect.hpp"
 #include "study/transformer.hpp"
 #include "support/fixtures.hpp"
@@ -111,6 +113,58 @@ TEST_CASE("xgrad inspect lists the tape of a Transformer folder") {
     double worst = 0;
     xgrad::testing::check_parity(io::read_npy(dir.path / "dump" / "query_pos.grad.npy").as_xarray<double>(),
                                  a.at("grad.query_pos").as_xarray<double>(), "query_pos.grad", worst);
+}
+
+TEST_CASE("xgrad explore on Transformer folders: every attention with its inputs, torch's input gradients") {
+    const std::pair<const char*, const char*> cases[] = {{"transformer_post", "transformer"},
+                                                         {"decoder_layer_post_relu_causal", "decoder_layer"}};
+    for (const auto& [name, module] : cases) {
+        CAPTURE(name);
+        ScratchDir dir;
+        const fs::path in = dir.path / "in";
+        fs::create_directories(in);
+        write_in(name, in, module);
+        cli::ExploreOptions o;
+        o.source = in, o.positions = 1000;
+        const cli::ExploreData d = cli::explore(o);
+        const auto a = fixture(name);
+        const bool full = std::string(module) == "transformer";
+        // inputs: src (or memory), then tgt; the losses are tgt's positions
+        REQUIRE(d.inputs.size() == 2);
+        CHECK(d.inputs[0].name == (full ? "src" : "memory"));
+        CHECK(d.loss_input == 1);
+        const std::size_t encoder = full ? std::size_t(cfg(a, "num_encoder_layers")) : 0;
+        const std::size_t decoder = full ? std::size_t(cfg(a, "num_decoder_layers")) : 1;
+        REQUIRE(d.sites.size() == encoder + 2 * decoder);
+        for (const auto& s : d.sites) {
+            CAPTURE(s.name);
+            const bool cross = s.name.find("multihead_attn") != std::string::npos;
+            const bool encodes = s.name.find("encoder") != std::string::npos;
+            CHECK(s.query_input == (encodes ? 0 : 1));
+            CHECK(s.key_input == (encodes || cross ? 0 : 1));
+        }
+        // the whole loss's saliency is ‖torch's input gradient‖ per token of sequence 0
+        for (std::size_t k = 0; k < 2; ++k) {
+            const auto g = a.at("grad." + d.inputs[k].name).as_xarray<double>();  // (L, B, E), sequence first
+            REQUIRE(g.dimension() == 3);
+            for (std::size_t t = 0; t < g.shape(0); ++t) {
+                double norm = 0;
+                for (std::size_t e = 0; e < g.shape(2); ++e) norm += g(t, 0, e) * g(t, 0, e);
+                CHECK(d.choices[0].saliency[k][t] == doctest::Approx(std::sqrt(norm)).epsilon(1e-10));
+            }
+        }
+        // L = Σ_t L_t over the target positions of sequence 0 (the other sequence's rows are not its)
+        for (std::size_t k = 0; k < d.sites.size(); ++k) {
+            const auto& whole = d.choices[0].sites[k].dscores;
+            double gap = 0;
+            for (std::size_t e = 0; e < whole.size(); ++e) {
+                double sum = 0;
+                for (std::size_t c = 1; c < d.choices.size(); ++c) sum += d.choices[c].sites[k].dscores[e];
+                gap = std::max(gap, std::abs(whole[e] - sum));
+            }
+            CHECK(gap < 1e-12);
+        }
+    }
 }
 
 TEST_CASE("xgrad transformer: bad input is one io_error naming the file or field; nothing is written") {

@@ -39,8 +39,10 @@ function short(v) {
   return a === 0 ? '0' : a >= 1e-3 && a < 1e4 ? v.toPrecision(3) : v.toExponential(2);
 }
 
-// Sites: the mask, P (stored at unmasked cells only), fully masked rows.
+// Sites: their queries' and keys' labels, the mask, P (stored at unmasked cells only), fully masked rows.
+const labels = (input, n) => Array.from({ length: n }, (_, i) => (input >= 0 ? data.inputs[input].tokens[i] || '' : ''));
 for (const s of data.sites) {
+  s.qTokens = labels(s.query_input, s.queries), s.kTokens = labels(s.key_input, s.keys);
   s.mask = bytesOf(s.masked);
   s.P = expand(s, numbersOf(s.weights), s.queries, 0);
   s.fullRow = new Uint8Array(s.heads * s.queries);
@@ -126,6 +128,11 @@ function drawCells(ctx, values, s, head, x0, y0, cell, sc) {
     }
 }
 
+// The query row whose loss is chosen, in a site whose queries are the loss's input (else -1).
+function chosenRow(s) {
+  return s.query_input === data.loss_input ? data.choices[state.choice].position : -1;
+}
+
 // The big map: tokens on both axes (queries down, keys across).
 const map = document.getElementById('map');
 let layout = null;
@@ -134,7 +141,7 @@ function drawMap() {
   const values = matrix(view, state.site, state.head, state.choice);
   const sc = scaleOf(values, view !== 'weights');
   const cell = Math.max(4, Math.min(28, Math.floor(480 / Math.max(s.queries, s.keys))));
-  const left = 8 + 7 * Math.min(12, Math.max(...data.tokens.map((t) => t.length), 2)) + 24, top = left;
+  const left = 8 + 7 * Math.min(12, Math.max(...s.qTokens.concat(s.kTokens).map((t) => t.length), 2)) + 24, top = left;
   const width = left + s.keys * cell + 4, height = top + s.queries * cell + 4, ratio = window.devicePixelRatio || 1;
   map.width = width * ratio, map.height = height * ratio;
   map.style.width = width + 'px', map.style.height = height + 'px';
@@ -148,17 +155,17 @@ function drawMap() {
   ctx.textBaseline = 'middle';
   for (let i = 0; i < s.queries; i++) {
     ctx.textAlign = 'right';
-    ctx.fillText(named(data.tokens[i], i), left - 4, top + (i + 0.5) * cell);
+    ctx.fillText(named(s.qTokens[i], i), left - 4, top + (i + 0.5) * cell);
   }
   for (let j = 0; j < s.keys; j++) {
     ctx.save();
     ctx.translate(left + (j + 0.5) * cell, top - 4);
     ctx.rotate(-Math.PI / 2);
     ctx.textAlign = 'left';
-    ctx.fillText(named(s.key_tokens[j], j), 0, 0);
+    ctx.fillText(named(s.kTokens[j], j), 0, 0);
     ctx.restore();
   }
-  const p = data.choices[state.choice].position;
+  const p = chosenRow(s);
   if (p >= 0 && p < s.queries) {
     ctx.strokeStyle = '#e0701b';
     ctx.lineWidth = 2;
@@ -191,7 +198,7 @@ function cellAt(event) {
 }
 function describe(i, j) {
   const s = data.sites[state.site], at = (state.head * s.queries + i) * s.keys + j, n = i * s.keys + j;
-  const lines = [`query ${i}${quoted(data.tokens[i])} → key ${j}${quoted(s.key_tokens[j])}`];
+  const lines = [`query ${i}${quoted(s.qTokens[i])} → key ${j}${quoted(s.kTokens[j])}`];
   if (s.fullRow[state.head * s.queries + i]) lines.push('fully masked row: P = 0, dL/dS = 0, dQ = 0');
   else if (s.mask[at]) lines.push('masked key (score −∞): P = 0, dL/dS = 0');
   const order = [state.view, ...[0, 1, 2].filter((v) => v !== state.view)];
@@ -214,7 +221,7 @@ map.addEventListener('mousemove', (event) => {
 map.addEventListener('mouseleave', () => { tooltip.style.display = 'none'; });
 map.addEventListener('click', (event) => {  // a query row: take its position's loss
   const c = cellAt(event);
-  const k = c ? data.choices.findIndex((x) => x.position === c.i) : -1;
+  const k = c && layout.s.query_input === data.loss_input ? data.choices.findIndex((x) => x.position === c.i) : -1;
   if (k >= 0) { state.choice = k; render(); }
 });
 
@@ -286,19 +293,19 @@ function barRows(container, rows) {  // rows: {name, values: [{v, cls}], selecte
   }
 }
 function drawSide() {
-  const s = data.sites[state.site], g = grads(state.choice, state.site), h = state.head, p = data.choices[state.choice].position;
-  const self = s.keys === s.queries && s.key_tokens.every((t, j) => t === data.tokens[j]);
+  const s = data.sites[state.site], g = grads(state.choice, state.site), h = state.head, p = chosenRow(s);
+  const self = s.query_input >= 0 && s.query_input === s.key_input && s.queries === s.keys;
   const query = (t) => ({ v: g.dq[h * s.queries + t], cls: 'q', label: '‖dQ‖' });
   const keyValue = (t) => [{ v: g.dk[h * s.keys + t], cls: 'k', label: '‖dK‖' }, { v: g.dv[h * s.keys + t], cls: 'v', label: '‖dV‖' }];
   const masked = (t) => s.fullRow[h * s.queries + t] === 1;
   const rows = [];
   if (self)
     for (let t = 0; t < s.queries; t++)
-      rows.push({ name: named(data.tokens[t], t), values: [query(t), ...keyValue(t)], selected: t === p, masked: masked(t) });
+      rows.push({ name: named(s.qTokens[t], t), values: [query(t), ...keyValue(t)], selected: t === p, masked: masked(t) });
   else {
     for (let t = 0; t < s.queries; t++)
-      rows.push({ name: 'query ' + named(data.tokens[t], t), values: [query(t)], selected: t === p, masked: masked(t) });
-    for (let t = 0; t < s.keys; t++) rows.push({ name: 'key ' + named(s.key_tokens[t], t), values: keyValue(t) });
+      rows.push({ name: 'query ' + named(s.qTokens[t], t), values: [query(t)], selected: t === p, masked: masked(t) });
+    for (let t = 0; t < s.keys; t++) rows.push({ name: 'key ' + named(s.kTokens[t], t), values: keyValue(t) });
   }
   barRows(document.getElementById('qkv'), rows);
   const shares = document.getElementById('shares');
@@ -308,18 +315,24 @@ function drawSide() {
     barRows(shares, Array.from(g.share, (v, k) => ({ name: `head ${k}${total > 0 ? ' ' + Math.round((100 * v) / total) + '%' : ''}`,
       values: [{ v, cls: 'q', label: '‖dX_h‖' }], selected: k === h })));
   }
-  const sal = data.choices[state.choice].saliency ? numbersOf(data.choices[state.choice].saliency) : [];
-  const top = Math.max(...sal, 0);
-  const strip = document.getElementById('saliency');
-  strip.className = 'tokens';
-  strip.innerHTML = '';
-  sal.forEach((v, t) => {
-    const span = document.createElement('span');
-    span.textContent = data.tokens[t] || String(t);
-    span.title = `token ${t}: ‖dL/dx‖ = ${exact(v)}`;
-    span.style.background = heat(top > 0 ? v / top : 0);
-    if (t === p) span.style.borderColor = '#e0701b';
-    strip.appendChild(span);
+  const strips = document.getElementById('saliency'), choice = data.choices[state.choice];
+  strips.innerHTML = '';
+  data.inputs.forEach((input, k) => {
+    const values = choice.saliency[k] ? numbersOf(choice.saliency[k]) : [];
+    if (!values.length) return;
+    const top = Math.max(...values, 0), strip = document.createElement('div');
+    strip.className = 'tokens';
+    strip.dataset.input = input.name;
+    if (data.inputs.length > 1) strip.textContent = input.name + ': ';
+    values.forEach((v, t) => {
+      const span = document.createElement('span');
+      span.textContent = input.tokens[t] || String(t);
+      span.title = `${input.name} token ${t}: ‖dL/dx‖ = ${exact(v)}`;
+      span.style.background = heat(top > 0 ? v / top : 0);
+      if (k === data.loss_input && t === choice.position) span.style.borderColor = '#e0701b';
+      strip.appendChild(span);
+    });
+    strips.appendChild(strip);
   });
 }
 

@@ -1,0 +1,83 @@
+// Reading a GPT given as nanoGPT's files (study/gpt_files.hpp).
+#include "study/gpt_files.hpp"
+
+#include <set>
+#include <string>
+
+#include "study/json_config.hpp"
+#include "study/npy_inputs.hpp"
+#include "xgrad/io/gpt_formats.hpp"
+
+namespace xgrad::cli {
+namespace {
+
+nn::GPTConfig read_gpt_config(const fs::path& path) {
+    const std::string source = path.string();
+    const nlohmann::json j = parse_config_object(read_config_text(path), source);
+    static const std::set<std::string> fields{"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "gelu"};
+    for (const auto& [key, value] : j.items())
+        if (!fields.count(key)) throw io_error(source + ": unknown field \"" + key + "\"");
+    const ConfigReader r(j, source);
+    nn::GPTConfig c;
+    c.n_layer = r.positive("n_layer"), c.n_head = r.positive("n_head"), c.n_embd = r.positive("n_embd");
+    c.block_size = r.positive("block_size"), c.vocab_size = r.positive("vocab_size"), c.bias = r.boolean("bias");
+    const auto& gelu = r.get("gelu");
+    if (gelu != "erf" && gelu != "tanh") r.fail("gelu", "must be \"erf\" or \"tanh\", got " + ConfigReader::shown(gelu));
+    c.gelu = gelu == "tanh" ? nn::GeluForm::tanh : nn::GeluForm::erf;
+    if (c.n_embd % c.n_head != 0)
+        r.fail("n_head", "must divide n_embd " + std::to_string(c.n_embd) + ", got " + std::to_string(c.n_head));
+    return c;
+}
+
+// IN/<name>.npy, int64 (B, T) with T in [1, block_size]
+xt::xtensor<std::int64_t, 2> read_ids(const fs::path& in, const std::string& name, const nn::GPTConfig& c, bool targets) {
+    const NpyArray a = *read_input(in, name);
+    if (a.dtype != Dtype::int64) throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + ", expected int64");
+    if (a.shape.size() != 2 || a.shape[0] == 0 || a.shape[1] == 0 || a.shape[1] > c.block_size)
+        throw io_error(a.source + ": has shape " + shape_str(a.shape) + ", expected (B, T) with 1 <= T <= block_size " +
+                       std::to_string(c.block_size));
+    auto ids = a.as<std::int64_t, 2>();
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        const std::int64_t v = ids.data()[k];
+        if ((v < 0 && !(targets && v == -1)) || v >= std::int64_t(c.vocab_size))
+            throw io_error(a.source + ": element " + std::to_string(k) + " is " + std::to_string(v) + ", outside [" +
+                           (targets ? "-1 (ignored), 0" : "0") + ", " + std::to_string(c.vocab_size) + ")");
+    }
+    return ids;
+}
+
+template <Real T>
+nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::string& first_source) {
+    Generator gen(0);
+    nn::GPT<T> model(c, gen);
+    std::map<std::string, NpyArray> arrays;
+    for_each_parameter_name(model, [&](const std::string& name, const auto& v) {
+        NpyArray a = *read_input(in, name);
+        expect_dtype<T>(a, first_source);
+        expect_shape(a, std::vector<std::size_t>(v.shape().begin(), v.shape().end()), "(from config.json)");
+        expect_finite(a);
+        arrays.emplace(name, std::move(a));
+    });
+    for (const auto& entry : fs::directory_iterator(in))  // buffers: nanoGPT's causal masks, checked
+        if (const std::string name = entry.path().stem().string(); io::detail::is_gpt_buffer(name))
+            arrays.emplace(name, read_npy(entry.path()));
+    io::load_gpt_state_dict(model, arrays, in.string());
+    set_training(model, false);
+    return model;
+}
+
+}  // namespace
+
+GptFiles read_gpt_files(const fs::path& in) {
+    const nn::GPTConfig c = read_gpt_config(in / "config.json");
+    auto idx = read_ids(in, "idx", c, false), targets = read_ids(in, "targets", c, true);
+    if (idx.shape() != targets.shape())
+        throw io_error((in / "targets.npy").string() + ": has shape " + shape_str(targets.shape()) + ", idx.npy has " +
+                       shape_str(idx.shape()));
+    const NpyArray first = *read_input(in, "transformer.wte.weight");
+    if (first.dtype == Dtype::float32) return {c, std::move(idx), std::move(targets), read_model<float>(in, c, first.source)};
+    if (first.dtype == Dtype::float64) return {c, std::move(idx), std::move(targets), read_model<double>(in, c, first.source)};
+    throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+}
+
+}  // namespace xgrad::cli

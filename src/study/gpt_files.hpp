@@ -1,0 +1,28 @@
+// A GPT given as nanoGPT's files (the folder format of `xgrad gpt`, commands/gpt.cpp; also read by
+// `xgrad explore`):
+//   IN/config.json  {"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias": bool,
+//                    "gelu": "erf" | "tanh"} (dropout 0)
+//   IN/<name>.npy   every parameter under nanoGPT's state-dict names (float32 or float64, one dtype);
+//                   buffers such as transformer.h.0.attn.bias.npy may be there (checked, not used)
+//   IN/idx.npy, IN/targets.npy  int64 (B, T), T <= block_size; target -1 is ignored
+// Everything is read and checked first: bad input is an io_error naming the file or field.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <variant>
+
+#include <xtensor/xtensor.hpp>
+
+#include "xgrad/nn/gpt.hpp"
+
+namespace xgrad::cli {
+
+struct GptFiles {
+    nn::GPTConfig config;
+    xt::xtensor<std::int64_t, 2> idx, targets;
+    std::variant<nn::GPT<float>, nn::GPT<double>> model;  // the parameters' dtype, loaded, eval mode
+};
+
+GptFiles read_gpt_files(const std::filesystem::path& in);
+
+}  // namespace xgrad::cli
