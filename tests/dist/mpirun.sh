@@ -51,7 +51,7 @@ if [ -z "${XGRAD_HOSTS:-}" ]; then
   exec mpirun $common $transport --timeout "$timeout" "$@"
 fi
 # Across two_hosts.sh's hosts: mpirun inside host 1, under host 1's name (netns_rsh.sh names host 2).
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086,SC2016  # lists of words; $0 and $@ are the inner shell's
 exec ip netns exec "${XGRAD_HOSTS%% *}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${XGRAD_HOST_NAMES%% *}" \
   mpirun $common --hostfile "$XGRAD_HOSTFILE" --mca plm_rsh_agent "$XGRAD_NETNS_RSH" --mca btl self,tcp \
   --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \

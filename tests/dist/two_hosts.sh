@@ -25,6 +25,7 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 ns1=xgrad$$h1 ns2=xgrad$$h2
 dir=$(mktemp -d) child=
+# shellcheck disable=SC2317  # called by the trap
 cleanup() {
   trap - EXIT INT TERM
   [ -z "$child" ] || kill "$child" 2> /dev/null || true
