@@ -1,7 +1,7 @@
 #!/bin/sh
 # Data-parallel scaling of `xgrad bench` (docs/distributed.md): alternates, for --rounds rounds,
 #   1 process of 1 thread | 2 ranks of 1 thread (mpirun, overlap) | 2 ranks without overlap |
-#   1 process of 2 threads
+#   1 process of 2 threads | 2 ranks on two hosts (1 rank each)
 # on one workload and prints each one's median step time, global throughput (sequences/s), the
 # ratio to 1 process of 1 thread, and the median time per step spent in synchronize() (the
 # reduction not hidden behind backward), with the load average.
@@ -12,6 +12,9 @@
 # --mpi "ARGS": more mpirun arguments (e.g. "--mca coll_tuned_use_dynamic_rules 1 ...").
 # The ranks share memory through the single-copy path (tests/dist/mpirun.sh --cma) when a probe
 # shows the machine allows it (a container may forbid process_vm_readv), else copy in, copy out.
+# Two hosts: tests/dist/two_hosts.sh's network namespaces on this machine (root only; the row is left
+# out otherwise): the same compute as 2 ranks on one host, the gradients over TCP across a veth link,
+# so the difference is what the TCP path costs.
 set -eu
 rounds=5 steps=20 model=mha mpi_args=""
 while [ $# -gt 0 ]; do
@@ -39,6 +42,8 @@ if "$mpirun_sh" --cma --timeout 30 -np 2 "$xgrad" bench $shape --steps 1 --warmu
   mpi_args="--cma $mpi_args" transport="single copy (CMA)"
 fi
 echo "shared memory between the ranks: $transport" >&2
+two_hosts=$here/tests/dist/two_hosts.sh kinds="1x1 2x1 2x1-no-overlap 1x2 2x1-two-hosts"
+"$two_hosts" true > /dev/null 2>&1 || { kinds=${kinds% *}; echo "no two-host row: $("$two_hosts" true)" >&2; }
 field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p"; }
 echo "$model: $shape; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq "$rounds"); do
@@ -48,13 +53,15 @@ for r in $(seq "$rounds"); do
     printf '2x1 %s\n' "$("$mpirun_sh" --timeout 600 $mpi_args -np 2 "$xgrad" bench $shape --steps "$steps" --threads 1)"
     printf '2x1-no-overlap %s\n' "$("$mpirun_sh" --timeout 600 $mpi_args -np 2 "$xgrad" bench $shape --steps "$steps" --threads 1 --no-overlap)"
     printf '1x2 %s\n' "$("$xgrad" bench $shape --steps "$steps" --threads 2)"
+    [ "${kinds%two-hosts}" = "$kinds" ] ||
+      printf '2x1-two-hosts %s\n' "$("$two_hosts" "$mpirun_sh" --timeout 600 $mpi_args -np 2 "$xgrad" bench $shape --steps "$steps" --threads 1)"
   } >> "$out"
   echo "round $r/$rounds done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(grep '^1x1 ' "$out" | field median_us | median)
 printf '%-16s %12s %14s %8s %12s\n' "processes x threads" "step (ms)" "sequences/s" "ratio" "reduce (ms)"
-for kind in 1x1 2x1 2x1-no-overlap 1x2; do
+for kind in $kinds; do
   us=$(grep "^$kind " "$out" | field median_us | median)
   reduce=$(grep "^$kind " "$out" | field reduce_us | median)
   awk -v k="$kind" -v us="$us" -v b="$base" -v red="$reduce" \

@@ -3,8 +3,12 @@
 # global batch (each rank trains on half of it) gives the one-process loss curve up to float32
 # rounding, only rank 0 prints and writes, and a run resumed under mpirun is bit for bit the
 # uninterrupted 2-rank run.
-#   check_train_gpt_mpi.sh MPIRUN_SH XGRAD
+#   check_train_gpt_mpi.sh [--ranks N] MPIRUN_SH XGRAD
+# --ranks N: N ranks instead of 2 (--batch_size 8 must divide). Under tests/dist/two_hosts.sh,
+# MPIRUN_SH spreads them over its hosts.
 set -eu
+np=2
+[ "$1" != --ranks ] || { np=$2; shift 2; }
 mpirun_sh=$1 xgrad=$2
 text=/usr/share/games/fortunes/linux
 [ -f "$text" ] || { echo "FAIL: $text is missing (Debian's fortunes package)"; exit 1; }
@@ -16,18 +20,18 @@ opts="--text $text --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --batch_si
 # shellcheck disable=SC2086  # $opts is a list of options
 "$xgrad" train gpt $opts --max_iters 80 --out "$dir/one" > /dev/null
 # shellcheck disable=SC2086
-"$mpirun_sh" -np 2 "$xgrad" train gpt $opts --max_iters 80 --out "$dir/two" > "$dir/two.txt"
-[ "$(grep -c "^GPT: " "$dir/two.txt")" -eq 1 ] || fail "expected one header line (rank 0 only): $(cat "$dir/two.txt")"
-grep -q "ranks" "$dir/two.txt" || fail "the header does not say how the batch is split: $(head -n 1 "$dir/two.txt")"
-grep -q '"world_size": 2' "$dir/two/metrics.json" || fail "metrics.json lacks world_size 2"
-paste -d, "$dir/one/loss.csv" "$dir/two/loss.csv" | awk -F, '
+"$mpirun_sh" -np "$np" "$xgrad" train gpt $opts --max_iters 80 --out "$dir/many" > "$dir/many.txt"
+[ "$(grep -c "^GPT: " "$dir/many.txt")" -eq 1 ] || fail "expected one header line (rank 0 only): $(cat "$dir/many.txt")"
+grep -q "ranks" "$dir/many.txt" || fail "the header does not say how the batch is split: $(head -n 1 "$dir/many.txt")"
+grep -q "\"world_size\": $np" "$dir/many/metrics.json" || fail "metrics.json lacks world_size $np"
+paste -d, "$dir/one/loss.csv" "$dir/many/loss.csv" | awk -F, -v np="$np" '
   NR > 2 { d = $2 - $7; if (d < 0) d = -d; r = d / $2; if (r > worst) { worst = r; at = $1 } }
-  END { printf "train gpt, loss of 2 ranks against 1 process: largest relative difference %.2e (step %d)\n", worst, at
+  END { printf "train gpt, loss of %d ranks against 1 process: largest relative difference %.2e (step %d)\n", np, worst, at
         if (worst > 1e-4) exit 1 }' || fail "the loss curves differ beyond float32 rounding"
 
 # shellcheck disable=SC2086
-"$mpirun_sh" -np 2 "$xgrad" train gpt $opts --max_iters 40 --out "$dir/half" > /dev/null
+"$mpirun_sh" -np "$np" "$xgrad" train gpt $opts --max_iters 40 --out "$dir/half" > /dev/null
 # shellcheck disable=SC2086
-"$mpirun_sh" -np 2 "$xgrad" train gpt $opts --max_iters 80 --resume "$dir/half/checkpoint.npz" --out "$dir/half" > /dev/null
-cmp "$dir/two/loss.csv" "$dir/half/loss.csv" || fail "the resumed 2-rank run differs from the uninterrupted one"
+"$mpirun_sh" -np "$np" "$xgrad" train gpt $opts --max_iters 80 --resume "$dir/half/checkpoint.npz" --out "$dir/half" > /dev/null
+cmp "$dir/many/loss.csv" "$dir/half/loss.csv" || fail "the resumed $np-rank run differs from the uninterrupted one"
 echo "train gpt resumed under mpirun after 40 steps: loss.csv bit-identical"
