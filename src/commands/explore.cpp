@@ -1,7 +1,8 @@
 // `xgrad explore SOURCE --out FILE.html`: one forward and backward of a model on one input, and a
 // page of every attention's maps and gradients (study/explore.hpp, docs/explore.md). SOURCE is a
-// `train gpt` or `train copy` checkpoint, an llm.c .bin (with --tokens) or an `xgrad attention`
-// folder. Bad input: one line, exit status 2, no file written.
+// `train gpt`, `train copy` or `train sort` checkpoint, an llm.c .bin (with --tokens), or a folder
+// of `xgrad attention`, `xgrad transformer` or `xgrad gpt`. Bad input: one line, exit status 2, no
+// file written.
 #include <fmt/core.h>
 
 #include "commands/commands.hpp"
@@ -15,14 +16,14 @@ void setup_explore(CLI::App& cmd) {
     static ExploreOptions o;
     static std::string out;
     static int threads = 1;
-    cmd.add_option("source", o.source, "a checkpoint of `train gpt` or `train copy` (.npz), an llm.c .bin, or a folder "
-                                       "in the format of `xgrad attention`")
+    cmd.add_option("source", o.source, "a checkpoint of `train gpt`, `train copy` or `train sort` (.npz), an llm.c .bin, "
+                                       "or a folder in the format of `xgrad attention`, `xgrad transformer` or `xgrad gpt`")
         ->required()
         ->check(CLI::ExistingPath);
     cmd.add_option("--out", out, "the page to write, one self-contained HTML file")->required();
     cmd.add_option("--text", o.text, "a GPT's input text (default: held-out text of its corpus)");
-    cmd.add_option("--tokens", o.tokens, "the input as token ids, comma-separated (an llm.c model; the copy task's "
-                                         "sequence to copy)")
+    cmd.add_option("--tokens", o.tokens, "the input as token ids, comma-separated (a GPT, as for an llm.c model; the "
+                                         "copy task's sequence to copy; the sort task's digits; default: none)")
         ->delimiter(',');
     cmd.add_option("--corpus", o.corpus, "a GPT's text file, for the default input and the head reports (default: the "
                                          "fortunes package, as train gpt)")

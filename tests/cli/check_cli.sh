@@ -23,7 +23,7 @@ expect_error() {
 # Without a command: the commands with their descriptions, then the error.
 run
 [ "$status" -eq 2 ] || fail "xgrad alone: exit status $status, expected 2"
-for cmd in train heads inspect attention transformer gradcheck bench; do
+for cmd in train heads explore inspect attention transformer gradcheck bench; do
     grep -Eq "^  $cmd +[a-z]" "$work/err" || fail "xgrad alone does not list '$cmd': $(cat "$work/err")"
 done
 [ "$(tail -n 1 "$work/err")" = "xgrad: A subcommand is required" ] || fail "xgrad alone: $(tail -n 1 "$work/err")"
@@ -38,7 +38,7 @@ run --help
 
 # --help of every command: each option that takes a value shows its default ([...]) or says what
 # happens without it ("default:"), unless it is required.
-for cmd in "train copy" "train sort" "train mlp" heads inspect attention transformer gradcheck bench; do
+for cmd in "train copy" "train sort" "train mlp" heads explore inspect attention transformer gradcheck bench; do
     # shellcheck disable=SC2086
     run $cmd --help
     [ "$status" -eq 0 ] || fail "xgrad $cmd --help: exit status $status"
@@ -71,6 +71,8 @@ expect_error "attention --from a --to b --adam-steps 0" \
     "xgrad attention: --adam-steps: must be in [1, 1000000000], got 0"
 expect_error "train copy --bogus" "xgrad train copy: The following argument was not expected: --bogus"
 expect_error "inspect" "xgrad inspect: --from is required"
+expect_error "explore $work" "xgrad explore: --out is required"
+expect_error "explore $work --out x.html --positions -1" "xgrad explore: --positions: must be in [0, 100000], got -1"
 # --dtype bfloat16 where oneDNN has no native bfloat16 code (DNNL_MAX_CPU_ISA=AVX2 caps it as a CPU
 # without AVX512_BF16 or AMX would): one line naming Autocast, exit 2, nothing written.
 export DNNL_MAX_CPU_ISA=AVX2
