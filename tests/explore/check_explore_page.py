@@ -8,7 +8,8 @@ through python3-selenium (installed by ./scripts/test). Usage:
    the page loads from disk with no console error and no request outside the file; hovering a
    cell shows P, dL/dP and dL/dS equal, bit for bit, to what `xgrad inspect --dump` writes for the
    same problem; masked cells say so; clicking a head changes the map; choosing a position changes
-   the gradient views and not P; keys move between heads and views; a screenshot of each view.
+   the gradient views and not P; keys move between heads and views; a screenshot of each view. A
+   query whose every key is masked: its row is zeros, marked, with dL/dS = 0 and a marked ‖dQ‖.
 2. A small GPT trained here for a few steps: every layer reachable with the keys, the head table
    with induction and previous-token scores, a position picked by clicking its query row.
 3. The check of outside requests fails on a page that makes one (so it can fail).
@@ -183,6 +184,36 @@ def check_attention(driver, xgrad, fixtures, shots, work):
     print(f"attention page: {checked} cells equal to --dump, {masked} masked cells")
 
 
+def check_fully_masked_row(driver, xgrad, fixtures, shots, work):
+    """Query 0 of sequence 0 with every key masked (attn_mask -inf on key 0, key padding on the
+    rest): its row is zeros and says so, its dL/dS is 0, its ‖dQ‖ bar is marked."""
+    import shutil
+    folder = os.path.join(work, "masked_row")
+    shutil.copytree(os.path.join(fixtures, "io", "attention", "basic", "in"), folder)
+    padding = np.load(os.path.join(folder, "key_padding_mask.npy"))
+    padding[0, 1:] = True
+    np.save(os.path.join(folder, "key_padding_mask.npy"), padding)
+    mask = np.load(os.path.join(folder, "attn_mask.npy"))
+    mask[0, 0] = -np.inf
+    np.save(os.path.join(folder, "attn_mask.npy"), mask)
+    page = os.path.join(work, "masked_row.html")
+    run(xgrad, "explore", folder, "--out", page)
+    open_clean(driver, page)
+    driver.find_element(By.CSS_SELECTOR, '#views button[data-view="2"]').click()
+    for j in range(5):
+        lines = hover(driver, 0, j)
+        if not any(line.startswith("fully masked row") for line in lines) or shown(lines, "P") != 0 or shown(lines, "dL/dS") != 0:
+            fail(f"fully masked row, key {j}: {lines}")
+    lines = hover(driver, 1, 0)
+    if any("fully masked" in line for line in lines):
+        fail(f"row 1 is not fully masked: {lines}")
+    bars = driver.find_elements(By.CSS_SELECTOR, "#qkv .bar-row")
+    if "masked" not in bars[0].find_element(By.CSS_SELECTOR, ".bar").get_attribute("class"):
+        fail("the fully masked query's ‖dQ‖ bar is not marked")
+    driver.save_screenshot(os.path.join(shots, "mha-fully-masked-row.png"))
+    print("fully masked row: zeros, marked, dL/dS = 0")
+
+
 def check_gpt(driver, xgrad, shots, work):
     text = os.path.join(work, "text.txt")
     with open(text, "w") as f:
@@ -231,6 +262,7 @@ def main():
         driver = browser()
         try:
             check_attention(driver, xgrad, fixtures, shots, work)
+            check_fully_masked_row(driver, xgrad, fixtures, shots, work)
             check_gpt(driver, xgrad, shots, work)
             check_outside_request_is_caught(driver, work)
         finally:
