@@ -1,9 +1,21 @@
 #!/bin/sh
 # `xgrad gradcheck`: --list names >= 40 registered checks; a --filter subset runs and its last line
 # reports every one of them passed (the unit tests run every case: tests/check/registry.cpp); a bad
-# --filter is a one-line error with exit code 2.
+# --filter is a one-line error with exit code 2. Usage: check_gradcheck_cli.sh XGRAD XGRAD_GRADCHECK
+# XGRAD is linked without the cases and runs XGRAD_GRADCHECK, the tool with them, from its folder
+# (commands/gradcheck.cpp): every check below goes through that; without it, one line and exit 2.
 xgrad=$1
+with_cases=$2
 fail() { echo "$1"; exit 1; }
+[ "$(dirname "$xgrad")" = "$(dirname "$with_cases")" ] || fail "expected $with_cases beside $xgrad"
+
+alone=$(mktemp -d)
+trap 'rm -rf "$alone"' EXIT
+cp "$xgrad" "$alone/xgrad"
+err=$("$alone/xgrad" gradcheck --list 2>&1); status=$?
+[ "$status" = 2 ] && [ "$(echo "$err" | wc -l)" = 1 ] && echo "$err" | grep -q "xgrad-gradcheck, which is not built" ||
+  fail "xgrad without xgrad-gradcheck beside it: expected one line and exit 2, got $status: $err"
+echo "alone: $err"
 
 list=$("$xgrad" gradcheck --list) || fail "xgrad gradcheck --list exited nonzero"
 count=$(echo "$list" | tail -n 1 | sed -n 's/^\([0-9]*\) checks$/\1/p')

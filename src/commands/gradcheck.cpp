@@ -1,5 +1,15 @@
 // `xgrad gradcheck`: runs every registered gradcheck case (include/xgrad/check/registry.hpp; xgrad's
 // own in checks/), one row each, then "N passed, M failed"; --list names them without running.
+//
+// The registry is the tool's longest compile, so `xgrad` is linked without it and `xgrad-gradcheck`,
+// the same tool with it, is built beside it (src/meson.build): `xgrad gradcheck` in a tool without
+// cases runs `xgrad-gradcheck gradcheck ...` from its own folder, as git runs git-<command>.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -34,6 +44,23 @@ int run_checks(const std::vector<const GradcheckCase*>& cases, bool verbose) {
     return failed > 0 ? 1 : 0;
 }
 
+// Replaces this process with xgrad-gradcheck from this program's folder, given `args`.
+[[noreturn]] void run_with_registry(std::vector<std::string> args) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path sibling = fs::read_symlink("/proc/self/exe", ec).parent_path() / "xgrad-gradcheck";
+    if (ec || !fs::is_regular_file(sibling))
+        throw value_error("the gradcheck cases are in " + sibling.string() + ", which is not built: ninja -C build " +
+                          "src/xgrad-gradcheck (./scripts/test builds it)");
+    args.insert(args.begin(), {"xgrad-gradcheck", "gradcheck"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::cout.flush();
+    execv(sibling.c_str(), argv.data());
+    throw value_error("cannot run " + sibling.string() + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 void setup_gradcheck(CLI::App& cmd) {
@@ -44,6 +71,13 @@ void setup_gradcheck(CLI::App& cmd) {
     cmd.add_flag("--list", list, "list the checks (op, shapes, family) without running them");
     cmd.callback([] {
         selected_action() = [] {
+            if (gradcheck_registry().empty()) {
+                std::vector<std::string> args;
+                if (!filter.empty()) args.insert(args.end(), {"--filter", filter});
+                if (verbose) args.push_back("--verbose");
+                if (list) args.push_back("--list");
+                run_with_registry(std::move(args));
+            }
             std::vector<const GradcheckCase*> cases;
             try {
                 cases = find_gradchecks(filter);
