@@ -82,21 +82,32 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     return data;
 }
 
-ExploreData explore_copy(const ExploreOptions& o, const io::CheckpointConfig& config) {
-    const std::string source = o.source.string();
-    const auto options = copy_task::ModelOptions::from_config(config, source);
+// A task's model (copy_task::Model, sort_task::Model) from its checkpoint, in eval mode.
+template <class Model>
+Model load_task_model(const ExploreOptions& o, const io::CheckpointConfig& config) {
     Generator init(0);
-    copy_task::Model<float> model(options, init);
+    Model model(decltype(Model::options)::from_config(config, o.source.string()), init);
     io::load_state_dict(model, o.source);
     set_training(model, false);
+    return model;
+}
+
+// --tokens as a task's input: `count` tokens in [0, vocab); `task` says what it takes ("the copy task copies").
+void check_tokens(const std::vector<std::int64_t>& tokens, std::size_t count, std::size_t vocab, const char* task) {
+    if (tokens.size() != count) throw value_error(fmt::format("--tokens: {} {} tokens, got {}", task, count, tokens.size()));
+    for (const std::int64_t t : tokens)
+        if (t < 0 || std::size_t(t) >= vocab) throw value_error(fmt::format("--tokens: token {} is outside [0, {})", t, vocab));
+}
+
+ExploreData explore_copy(const ExploreOptions& o, const io::CheckpointConfig& config) {
+    auto model = load_task_model<copy_task::Model<float>>(o, config);  // the head study ablates it
+    const auto& options = model.options;
     const std::size_t n = options.seq;
     Generator gen(o.seed);
     copy_task::Batch batch = copy_task::make_batch(1, n, options.vocab, gen);
     if (!o.tokens.empty()) {  // a1 .. an: the sequence to copy
-        if (o.tokens.size() != n) throw value_error(fmt::format("--tokens: the copy task copies {} tokens, got {}", n, o.tokens.size()));
+        check_tokens(o.tokens, n, options.vocab, "the copy task copies");
         for (std::size_t k = 0; k < n; ++k) {
-            if (o.tokens[k] < 0 || std::size_t(o.tokens[k]) >= options.vocab)
-                throw value_error(fmt::format("--tokens: token {} is outside [0, {})", o.tokens[k], options.vocab));
             batch.tokens(0, k) = batch.targets(k) = o.tokens[k];
             if (k + 1 < n) batch.tokens(0, n + 1 + k) = o.tokens[k];
         }
@@ -128,20 +139,13 @@ ExploreData explore_copy(const ExploreOptions& o, const io::CheckpointConfig& co
 }
 
 ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& config) {
-    const std::string source = o.source.string();
-    const auto options = sort_task::ModelOptions::from_config(config, source);
-    Generator init(0);
-    sort_task::Model<float> model(options, init);
-    io::load_state_dict(model, o.source);
-    set_training(model, false);
+    const auto model = load_task_model<sort_task::Model<float>>(o, config);
+    const auto& options = model.options;
     const std::size_t n = options.seq;
     Generator gen(o.seed);
     sort_task::Batch batch = sort_task::make_batch(1, n, options.vocab, gen);
     if (!o.tokens.empty()) {  // the digits to sort
-        if (o.tokens.size() != n) throw value_error(fmt::format("--tokens: the model sorts {} digits, got {}", n, o.tokens.size()));
-        for (const std::int64_t t : o.tokens)
-            if (t < 0 || std::size_t(t) >= options.vocab)
-                throw value_error(fmt::format("--tokens: digit {} is outside [0, {})", t, options.vocab));
+        check_tokens(o.tokens, n, options.vocab, "the model sorts");
         std::copy(o.tokens.begin(), o.tokens.end(), batch.src.begin());
         std::vector<std::int64_t> sorted(o.tokens);
         std::sort(sorted.begin(), sorted.end());

@@ -52,7 +52,7 @@ expect_error "no such source" "source: Path does not exist" "$work/none.npz" --o
 expect_error "no folder for the page" "$work/no/page.html" "$work/copy/checkpoint.npz" --out "$work/no/page.html"
 expect_error "copy --tokens count" "--tokens: the copy task copies 8 tokens, got 2" "$work/copy/checkpoint.npz" \
     --tokens 1,2 --out "$work/page.html"
-expect_error "sort digit" "--tokens: digit 12 is outside \[0, 10)" "$work/sort/checkpoint.npz" --tokens 1,2,3,4,12 \
+expect_error "sort digit" "--tokens: token 12 is outside \[0, 10)" "$work/sort/checkpoint.npz" --tokens 1,2,3,4,12 \
     --out "$work/page.html"
 expect_error "gpt text" "--text" "$work/gpt/checkpoint.npz" --text "Zebra" --corpus "$work/text.txt" --out "$work/page.html"
 expect_error "gpt one token" "the input needs 2 tokens or more" "$work/gpt/checkpoint.npz" --text "t" \
