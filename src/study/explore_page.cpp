@@ -1,5 +1,5 @@
-// `xgrad explore`'s page (study/explore.hpp): page.html with page.css, page.js (src/study/explore_page/,
-// compiled into the tool by embed.sh) and the data as JSON in one file. Arrays travel as base64 of
+// `xgrad explore`'s page (study/explore.hpp): page.html with page.css, data.js and page.js
+// (src/study/explore_page/, compiled into the tool by embed.sh) and the data as JSON in one file. Arrays travel as base64 of
 // the model's own floats (float32 or float64, little-endian), so a value on the page is bit for bit
 // the tool's. A map's masked cells are left out (the mask is sent once per attention), and so are a
 // loss's trailing rows that are zero in every head (a position's loss reaches no later query).
@@ -15,6 +15,7 @@ namespace xgrad::cli {
 namespace explore_assets {
 extern const char* const page_html;
 extern const char* const page_css;
+extern const char* const data_js;
 extern const char* const page_js;
 }  // namespace explore_assets
 
@@ -131,7 +132,7 @@ std::size_t write_explore_page(const ExploreData& d, const std::filesystem::path
     for (std::size_t at = 0; (at = json.find('<', at)) != std::string::npos;) json.replace(at, 1, "\\u003c");
     std::string page = explore_assets::page_html;
     replace_once(page, "/*XGRAD_CSS*/", explore_assets::page_css);
-    replace_once(page, "/*XGRAD_JS*/", explore_assets::page_js);
+    replace_once(page, "/*XGRAD_JS*/", std::string(explore_assets::data_js) + explore_assets::page_js);
     replace_once(page, "/*XGRAD_DATA*/", json);  // last: the data is the only text not ours
     io::write_file_atomic(out, page.data(), page.size());
     return page.size();
