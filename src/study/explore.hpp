@@ -4,10 +4,10 @@
 // none of them.
 //
 //   study/explore.hpp          what the page shows (ExploreData) and the entry points
-//   study/explore_collect.hpp  the attention sites of a recorded tape and their gradients
-//   study/explore.cpp          the models it explores: checkpoints of `train gpt`, `train copy` and
-//                              `train sort`; the folders of `xgrad attention`, `xgrad transformer` and
-//                              `xgrad gpt`
+//   study/explore_collect.hpp  the attention sites of a recorded tape and their gradients, the
+//                              losses' driver
+//   study/explore.cpp          the checkpoints it explores: `train gpt`, `train copy`, `train sort`
+//   study/explore_folders.cpp  the folders: `xgrad attention`, `xgrad transformer`, `xgrad gpt`
 //   study/explore_page.cpp     ExploreData as one self-contained HTML file (study/explore_page/)
 #pragma once
 #include <cstddef>

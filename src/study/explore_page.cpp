@@ -1,8 +1,9 @@
 // `xgrad explore`'s page (study/explore.hpp): page.html with page.css, data.js and page.js
-// (src/study/explore_page/, compiled into the tool by embed.sh) and the data as JSON in one file. Arrays travel as base64 of
-// the model's own floats (float32 or float64, little-endian), so a value on the page is bit for bit
-// the tool's. A map's masked cells are left out (the mask is sent once per attention), and so are a
-// loss's trailing rows that are zero in every head (a position's loss reaches no later query).
+// (src/study/explore_page/, compiled into the tool by embed.sh) and the data as JSON, in one file.
+// Arrays travel as base64 of the model's own floats (float32 or float64, little-endian), so a
+// value on the page is bit for bit the tool's. A map's masked cells are left out (the mask is sent
+// once per attention), and so are a loss's trailing rows that are zero in every head (a position's
+// loss reaches no later query).
 #include <algorithm>
 #include <cstring>
 
