@@ -18,6 +18,7 @@
 
 #include "study/explore.hpp"
 #include "xgrad/nn/attention/paths.hpp"
+#include "xgrad/kernels/gemm.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/ops/linalg.hpp"
 
@@ -119,33 +120,24 @@ std::vector<double> head_norms(const nn::detail::HeadOperand<T>& x, std::size_t 
     return out;
 }
 
-// dX_h (len, C_in) += dOp_h · W_h for each head h, where the operand's source is a Linear (x, W):
-// rows [offset + h·D, +D) of W (out, C_in) made the head. `sums` holds one (H, rows of x, C_in)
-// buffer per input x, so the q, k and v of one self-attention add up in one buffer. False when the
-// source is not a Linear of its own input.
+// dX_h (len, C_in) += dOp_h (len, D) · W_h (D, C_in) for each head h of sequence b, where the
+// operand's source is a Linear (x, W) and W_h its rows [offset + h·D, +D). `sums` holds one
+// (H, len, C_in) buffer per input x, so the q, k and v of one self-attention add up in one. False
+// when the source is not a Linear of its own input.
 template <Real T>
-bool add_head_inputs(const nn::detail::HeadOperand<T>& op, std::size_t b,
-                     std::map<const Node*, std::vector<double>>& sums) {
+bool add_head_inputs(const nn::detail::HeadOperand<T>& op, std::size_t b, std::map<const Node*, std::vector<T>>& sums) {
     if (!op.source) return false;
     const auto* linear = dynamic_cast<const xgrad::detail::LinearNode<T, 3>*>(op.source.node());
     const T* g = grad_of<T>(*op.source.node());
     if (!linear || !linear->x || !linear->weight || !g) return false;
     const auto& l = op.layout;
-    const std::size_t D = l.head_dim, C_src = op.source.shape(2), C_in = linear->in;
-    const std::size_t rows = op.source.size() / C_src;
+    const std::size_t D = l.head_dim, C_in = linear->in;
     auto& sum = sums[linear->x.node()];
-    sum.resize(l.heads * rows * C_in, 0.0);
+    sum.resize(l.heads * l.len * C_in, T(0));
     const T* W = linear->weight.value().data();
     for (std::size_t h = 0; h < l.heads; ++h)
-        for (std::size_t t = 0; t < l.len; ++t) {
-            const std::size_t row = (b * l.batch_stride + t * l.seq_stride) / C_src;
-            const T* dop = g + l.at(b, h) + t * l.seq_stride;  // (D)
-            double* dx = sum.data() + (h * rows + row) * C_in;
-            for (std::size_t d = 0; d < D; ++d) {
-                const T* w = W + (l.offset + h * D + d) * C_in;
-                for (std::size_t c = 0; c < C_in; ++c) dx[c] += double(dop[d]) * double(w[c]);
-            }
-        }
+        kernels::gemm(kernels::Op::none, kernels::Op::none, l.len, C_in, D, T(1), g + l.at(b, h), l.seq_stride,
+                      W + (l.offset + h * D) * C_in, C_in, T(1), sum.data() + h * l.len * C_in, C_in);
     return true;
 }
 
@@ -163,13 +155,16 @@ ExploreSiteGrads site_grads(const SiteNodes<T>& s, std::size_t b) {
         g.dscores = sequence_block(static_cast<const T*>(grad.data), b, H, L, S);
     });
     g.dq = head_norms(*s.q, b), g.dk = head_norms(*s.k, b), g.dv = head_norms(*s.v, b);
-    std::map<const Node*, std::vector<double>> sums;
+    std::map<const Node*, std::vector<T>> sums;
     if (add_head_inputs(*s.q, b, sums) && add_head_inputs(*s.k, b, sums) && add_head_inputs(*s.v, b, sums)) {
         g.head_input.assign(H, 0.0);
         for (const auto& [input, sum] : sums) {
             const std::size_t per_head = sum.size() / H;
             for (std::size_t h = 0; h < H; ++h)
-                for (std::size_t k = 0; k < per_head; ++k) g.head_input[h] += sum[h * per_head + k] * sum[h * per_head + k];
+                for (std::size_t k = 0; k < per_head; ++k) {
+                    const double x = double(sum[h * per_head + k]);
+                    g.head_input[h] += x * x;
+                }
         }
         for (double& x : g.head_input) x = std::sqrt(x);
     }
