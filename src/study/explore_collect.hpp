@@ -1,8 +1,8 @@
 // What `xgrad explore`'s sources share (study/explore.hpp): the attention sites of a recorded tape,
-// the losses' driver collect(), and the saliency's helpers. The sites: every
-// attention, on whichever path it ran (nn/attention/paths.hpp). Values are copied for one sequence
-// b of the batch. What a node does not keep (the scores and dS; P and dP of the one-op paths) comes
-// from its for_each_internal, recomputed as `xgrad inspect` shows it (inspect/attention.hpp).
+// the losses' driver collect(), and the saliency's helpers. A site is an attention, on whichever
+// path it ran (nn/attention/paths.hpp); its values are copied for one sequence b of the batch. What
+// a node does not keep (the scores and dS; P and dP of the one-op paths) comes from its
+// for_each_internal, recomputed as `xgrad inspect` shows it (inspect/attention.hpp).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -60,14 +60,6 @@ std::vector<SiteNodes<T>> attention_sites(const Tape& tape) {
     return sites;
 }
 
-// f(value, grad) of the internal `name` ("scores", "weights") of a site's node, as inspect shows it.
-template <class F>
-void with_internal(const Node& node, const char* name, F f) {
-    node.for_each_internal([&](const char* n, const char*, const ArrayView& value, const ArrayView& grad) {
-        if (std::strcmp(n, name) == 0) f(value, grad);
-    });
-}
-
 // The gradient buffer of a node as T values (null when no gradient reached it).
 template <Real T>
 const T* grad_of(const Node& node) {
@@ -83,23 +75,40 @@ std::vector<double> sequence_block(const T* all, std::size_t b, std::size_t H, s
     return out;
 }
 
-// P and the mask of sequence b.
+// What one site holds for sequence b, (H, L, S) each: P, dP, the scores and dS, read in one pass
+// over the node's internals (a one-op node recomputes them all at once); on the two-op path P and
+// dP are the weights node's own value and gradient. A gradient no backward reached is all zero.
+struct SiteArrays {
+    std::vector<double> weights, dweights, scores, dscores;
+};
+
 template <Real T>
-ExploreSite site_forward(const SiteNodes<T>& s, std::size_t b) {
+SiteArrays site_arrays(const SiteNodes<T>& s, std::size_t b) {
+    const std::size_t H = s.q->layout.heads, L = s.q->layout.len, S = s.k->layout.len;
+    SiteArrays a;
+    if (s.two_op) {
+        a.weights = sequence_block(s.node->value.data(), b, H, L, S);
+        a.dweights = sequence_block(grad_of<T>(*s.node), b, H, L, S);
+    }
+    s.node->for_each_internal([&](const char* name, const char*, const ArrayView& value, const ArrayView& grad) {
+        const bool scores = std::strcmp(name, "scores") == 0;
+        if (!scores && std::strcmp(name, "weights") != 0) return;
+        (scores ? a.scores : a.weights) = sequence_block(static_cast<const T*>(value.data), b, H, L, S);
+        (scores ? a.dscores : a.dweights) = sequence_block(static_cast<const T*>(grad.data), b, H, L, S);
+    });
+    return a;
+}
+
+// The site as the page draws it: P and the mask (1 where the score is -inf).
+template <Real T>
+ExploreSite site_forward(const SiteNodes<T>& s, SiteArrays& a) {
     const auto& q = s.q->layout;
     ExploreSite site;
     site.name = s.name;
     site.heads = q.heads, site.queries = q.len, site.keys = s.k->layout.len, site.head_dim = q.head_dim;
-    const std::size_t H = site.heads, L = site.queries, S = site.keys;
-    if (s.two_op) site.weights = sequence_block(s.node->value.data(), b, H, L, S);
-    with_internal(*s.node, "weights", [&](const ArrayView& value, const ArrayView&) {
-        site.weights = sequence_block(static_cast<const T*>(value.data), b, H, L, S);
-    });
-    site.masked.assign(H * L * S, 0);
-    with_internal(*s.node, "scores", [&](const ArrayView& value, const ArrayView&) {
-        const T* scores = static_cast<const T*>(value.data) + b * H * L * S;
-        for (std::size_t k = 0; k < site.masked.size(); ++k) site.masked[k] = scores[k] == -std::numeric_limits<T>::infinity();
-    });
+    site.masked.assign(a.scores.size(), 0);
+    for (std::size_t k = 0; k < a.scores.size(); ++k) site.masked[k] = a.scores[k] == -std::numeric_limits<double>::infinity();
+    site.weights = std::move(a.weights);
     return site;
 }
 
@@ -143,17 +152,10 @@ bool add_head_inputs(const nn::detail::HeadOperand<T>& op, std::size_t b, std::m
 
 // What the last backward left in site s for sequence b.
 template <Real T>
-ExploreSiteGrads site_grads(const SiteNodes<T>& s, std::size_t b) {
-    const std::size_t H = s.q->layout.heads, L = s.q->layout.len, S = s.k->layout.len;
+ExploreSiteGrads site_grads(const SiteNodes<T>& s, std::size_t b, SiteArrays& a) {
+    const std::size_t H = s.q->layout.heads;
     ExploreSiteGrads g;
-    g.dweights.assign(H * L * S, 0.0), g.dscores.assign(H * L * S, 0.0);
-    if (s.two_op) g.dweights = sequence_block(grad_of<T>(*s.node), b, H, L, S);
-    with_internal(*s.node, "weights", [&](const ArrayView&, const ArrayView& grad) {
-        g.dweights = sequence_block(static_cast<const T*>(grad.data), b, H, L, S);
-    });
-    with_internal(*s.node, "scores", [&](const ArrayView&, const ArrayView& grad) {
-        g.dscores = sequence_block(static_cast<const T*>(grad.data), b, H, L, S);
-    });
+    g.dweights = std::move(a.dweights), g.dscores = std::move(a.dscores);
     g.dq = head_norms(*s.q, b), g.dk = head_norms(*s.k, b), g.dv = head_norms(*s.v, b);
     std::map<const Node*, std::vector<T>> sums;
     if (add_head_inputs(*s.q, b, sums) && add_head_inputs(*s.k, b, sums) && add_head_inputs(*s.v, b, sums)) {
@@ -231,9 +233,12 @@ bool read_sites(const Tape& tape, std::size_t b, ExploreData& data, ExploreChoic
     const auto sites = attention_sites<T>(tape);
     if (sites.empty()) return false;
     data.dtype = std::is_same_v<T, double> ? "float64" : "float32";
-    if (data.sites.empty())
-        for (const auto& s : sites) data.sites.push_back(site_forward(s, b));
-    for (const auto& s : sites) choice.sites.push_back(site_grads(s, b));
+    const bool first = data.sites.empty();
+    for (const auto& s : sites) {
+        SiteArrays a = site_arrays(s, b);
+        if (first) data.sites.push_back(site_forward(s, a));
+        choice.sites.push_back(site_grads(s, b, a));
+    }
     return true;
 }
 
