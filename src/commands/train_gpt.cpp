@@ -30,7 +30,9 @@ struct GptOptions {
     nn::GPTConfig model{.n_layer = 4, .n_head = 4, .n_embd = 128, .block_size = 64, .vocab_size = 0, .dropout = 0,
                         .bias = false, .gelu = nn::GeluForm::erf};
     int batch_size = 12, gradient_accumulation_steps = 1;
-    double learning_rate = 1e-3, min_lr = 1e-4, beta1 = 0.9, beta2 = 0.99, weight_decay = 0.1, grad_clip = 1.0;
+    // nanoGPT's CPU recipe but for the learning rate, 3e-3 not 1e-3: on the fortunes text its val loss
+    // is 1.89-1.91 against 2.04, and layer 0 forms a previous-token head in every seed tried (docs/gpt.md)
+    double learning_rate = 3e-3, min_lr = 1e-4, beta1 = 0.9, beta2 = 0.99, weight_decay = 0.1, grad_clip = 1.0;
     int steps = 2000, warmup_iters = 100, lr_decay_iters = 2000;  // steps: --max_iters
     int eval_every = 250, eval_iters = 20;                         // eval_every: --eval_interval
     int checkpoint_every = 0;  // 0: at each evaluation
