@@ -43,6 +43,7 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     };
     std::vector<std::int64_t> ids = o.tokens;
     std::string input = fmt::format("{} given tokens", ids.size());
+    if (!o.text.empty() && !ids.empty()) throw value_error("--text and --tokens: give one input, not both");
     if (ids.empty() && !m.tokenizer) throw value_error(source + ": an llm.c model has no tokenizer here; give --tokens");
     if (!o.text.empty()) {
         ids = m.tokenizer->encode(o.text, "--text"), input = "--text";
@@ -53,9 +54,9 @@ ExploreData explore_gpt(const ExploreOptions& o) {
         windows.read(first, n, [&](std::size_t, std::int64_t id) { ids.push_back(id); });
         input = fmt::format("the first {} tokens of the held-out text of {}", n - 1, corpus_text().name());
     }
-    for (const std::int64_t id : ids)
-        if (id < 0 || std::size_t(id) >= c.vocab_size)
-            throw value_error(fmt::format("--tokens: token {} is outside the vocabulary [0, {})", id, c.vocab_size));
+    for (const std::int64_t id : ids)  // past usable_vocab: an llm.c file's padding rows
+        if (id < 0 || std::size_t(id) >= m.usable_vocab)
+            throw value_error(fmt::format("--tokens: token {} is outside the vocabulary [0, {})", id, m.usable_vocab));
     if (ids.size() < 2) throw value_error("explore: the input needs 2 tokens or more (inputs and next-token targets)");
     if (ids.size() > c.block_size + 1) ids.erase(ids.begin(), ids.end() - long(c.block_size + 1));  // nanoGPT's crop
     const std::size_t T = ids.size() - 1;

@@ -57,7 +57,9 @@ expect_error "sort digit" "--tokens: token 12 is outside \[0, 10)" "$work/sort/c
 expect_error "gpt text" "--text" "$work/gpt/checkpoint.npz" --text "Zebra" --corpus "$work/text.txt" --out "$work/page.html"
 expect_error "gpt one token" "the input needs 2 tokens or more" "$work/gpt/checkpoint.npz" --text "t" \
     --corpus "$work/text.txt" --out "$work/page.html"
+expect_error "text and tokens" "--text and --tokens: give one input, not both" "$work/gpt/checkpoint.npz" --text "the" \
+    --tokens 1,2 --out "$work/page.html"
 expect_error "folder sequence" "--sequence: the input has 2 sequence(s), got 5" "$fixtures/gpt/gpt_cli" --sequence 5 \
     --out "$work/page.html"
 expect_error "not a checkpoint" "" "$work/text.txt" --out "$work/page.html"
-echo "explore cli: 6 sources, 8 errors"
+echo "explore cli: 6 sources, 9 errors"
