@@ -47,20 +47,20 @@ ExploreData explore_attention(AttentionProblem<T, N>& p, const ExploreOptions& o
     data.inputs.push_back({self_attention ? "x" : "query", std::vector<std::string>(L)});
     if (!self_attention) data.inputs.push_back({"key", std::vector<std::string>(S)});
     collect(data, loss_positions(0, L, o.positions), [](long t) { return fmt::format("query {}", t); }, b,
-               [&](long pos, const Tape&) {
-                   const auto query = named(parameter(p.query), self_attention ? "x" : "query");
-                   const auto key = self_attention ? query : parameter(p.key);
-                   const auto value = self_attention ? query : parameter(p.value);
-                   const auto r = p.mha.forward(query, key, value, p.forward_options);
-                   xt::xtensor<T, N> seed = p.grad_output;
-                   keep_output_row(reinterpret_cast<std::byte*>(seed.data()), sizeof(T),
-                                   std::vector<std::size_t>(qs.begin(), qs.end()), batched, batch_first, {b, pos});
-                   const double loss = double(xt::sum(r.output.value() * seed)());
-                   backward(r.output, seed);
-                   Recorded out{loss, {token_norms(query.node()->grad_view(), batch_first, b)}};
-                   if (!self_attention) out.saliency.push_back(token_norms(key.node()->grad_view(), batch_first, b));
-                   return out;
-               });
+            [&](long pos, const Tape&) {
+                const auto query = named(parameter(p.query), self_attention ? "x" : "query");
+                const auto key = self_attention ? query : parameter(p.key);
+                const auto value = self_attention ? query : parameter(p.value);
+                const auto r = p.mha.forward(query, key, value, p.forward_options);
+                xt::xtensor<T, N> seed = p.grad_output;
+                keep_output_row(reinterpret_cast<std::byte*>(seed.data()), sizeof(T),
+                                std::vector<std::size_t>(qs.begin(), qs.end()), batched, batch_first, {b, pos});
+                const double loss = double(xt::sum(r.output.value() * seed)());
+                backward(r.output, seed);
+                Recorded out{loss, {token_norms(query.node()->grad_view(), batch_first, b)}};
+                if (!self_attention) out.saliency.push_back(token_norms(key.node()->grad_view(), batch_first, b));
+                return out;
+            });
     for (auto& s : data.sites) s.key_input = self_attention ? 0 : 1;
     auto& site = data.sites.at(0);
     xt::xtensor<double, 4> w = xt::xtensor<double, 4>::from_shape({1, site.heads, site.queries, site.keys});
@@ -102,12 +102,13 @@ ExploreData explore_transformer_folder(const ExploreOptions& o) {
     const std::size_t L = data.inputs[data.loss_input].tokens.size();
     collect(data, loss_positions(0, L, o.positions), [](long t) { return fmt::format("query {}", t); }, o.sequence,
             [&](long pos, const Tape& tape) {
-        const TransformerResults r = compute_transformer(o.source, {o.sequence, pos});
-        data.description = r.description;
-        Recorded out{r.loss, {}};
-        for (const auto& name : names) out.saliency.push_back(token_norms(labelled_grad(tape, name), cfg.layer.batch_first, o.sequence));
-        return out;
-    });
+                const TransformerResults r = compute_transformer(o.source, {o.sequence, pos});
+                data.description = r.description;
+                Recorded out{r.loss, {}};
+                for (const auto& name : names)
+                    out.saliency.push_back(token_norms(labelled_grad(tape, name), cfg.layer.batch_first, o.sequence));
+                return out;
+            });
     set_transformer_inputs(data, 0, target);
     data.heads_note = "no head reports: a folder has no task to lose";
     return data;
