@@ -99,15 +99,17 @@ public:
     bool active() const { return active_; }
 
     // Ends every rank of the job with exit status `code` (MPI_Abort), or this process alone.
-    // Ranks other than 0 wait 200 ms first: when every rank fails alike (a bad option), rank 0's
-    // abort ends the job alone. Open MPI 4.1's mpirun can crash (SIGSEGV after "ORTE_ERROR_LOG:
-    // Out of resource in show_help.c") when aborts from several ranks reach it at once; seen once
-    // in about 25 runs of `dist-train-sort` under the sanitizers.
+    // Ranks other than 0 wait 2 s first: when every rank fails alike (a bad option), rank 0's
+    // abort ends the job alone. Open MPI 4.1's mpirun can crash (SIGSEGV in its PMIx log handler,
+    // after "ORTE_ERROR_LOG: Out of resource in show_help.c") when aborts from several ranks reach
+    // it at once: seen once in about 25 runs of `dist-train-sort` under the sanitizers with a
+    // 200 ms wait, and with it once across two hosts (2 × 2 ranks, TCP), where rank 0's abort takes
+    // longer to end the other host's ranks.
     [[noreturn]] void abort(int code) const {
         std::fflush(stdout);
         std::fflush(stderr);
 #if XGRAD_HAVE_MPI
-        if (active_ && rank_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (active_ && rank_ > 0) std::this_thread::sleep_for(std::chrono::seconds(2));
         if (active_) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
         std::_Exit(code);
