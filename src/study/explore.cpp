@@ -57,7 +57,7 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     for (const std::int64_t id : ids)  // past usable_vocab: an llm.c file's padding rows
         if (id < 0 || std::size_t(id) >= m.usable_vocab)
             throw value_error(fmt::format("--tokens: token {} is outside the vocabulary [0, {})", id, m.usable_vocab));
-    if (ids.size() < 2) throw value_error("explore: the input needs 2 tokens or more (inputs and next-token targets)");
+    if (ids.size() < 2) throw value_error("--text or --tokens: the input needs 2 tokens or more (inputs and next-token targets)");
     if (ids.size() > c.block_size + 1) ids.erase(ids.begin(), ids.end() - long(c.block_size + 1));  // nanoGPT's crop
     const std::size_t T = ids.size() - 1;
     xt::xtensor<std::int64_t, 2> idx = xt::xtensor<std::int64_t, 2>::from_shape({1, T}), targets = idx;
