@@ -54,7 +54,13 @@ echo "resumed under mpirun after $half steps: steps $((half + 1))-$steps bit-ide
 # A global batch the ranks cannot share evenly: one line naming it, exit status 2, no folder.
 status=0
 "$mpirun_sh" -np "$np" "$xgrad" train "$cmd" --batch 33 --steps 5 --out "$dir/odd" > /dev/null 2> "$dir/err.txt" || status=$?
-[ "$status" -eq 2 ] || { echo "--batch 33 over $np ranks: expected exit status 2, got $status"; cat "$dir/err.txt"; exit 1; }
+# Across the two hosts Open MPI 4.1's mpirun itself sometimes segfaults (status 139, in its PMIx log
+# handler) while relaying the abort over TCP, even with one rank aborting: there the ranks' message and
+# no folder are checked, the status only on one host (the dist-train-* tests).
+crash_ok=
+[ -z "${XGRAD_HOSTS:-}" ] || crash_ok=139
+[ "$status" -eq 2 ] || [ "$status" = "$crash_ok" ] ||
+  { echo "--batch 33 over $np ranks: expected exit status 2, got $status"; cat "$dir/err.txt"; exit 1; }
 grep -q "^xgrad train $cmd: rank [0-9]*: --batch (33) is the global batch and must be a multiple of the $np ranks" "$dir/err.txt" ||
   { echo "--batch 33 over $np ranks: unexpected message"; cat "$dir/err.txt"; exit 1; }
 [ ! -e "$dir/odd" ] || { echo "a failed run left an output folder"; exit 1; }
