@@ -1,6 +1,7 @@
 // Compile-time elementwise expressions. `tanh(a * b + c)` builds an Expr *type*; materializing it
-// (assigning to a Var, or eval()) records ONE tape node whose forward is one fused xtensor pass and
-// whose backward is generated from the expression type by the chain rule.
+// (assigning to a Var, or eval()) records ONE tape node whose forward is one fused pass over the
+// elements (core/expr_loop.hpp) and whose backward is generated from the expression type by the
+// chain rule, a pass per operand that needs a gradient.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -9,15 +10,12 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/hana.hpp>
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-#include <xtensor/xscalar.hpp>
-
 #include "xgrad/core/broadcast.hpp"
+#include "xgrad/core/expr_loop.hpp"
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
@@ -50,21 +48,22 @@ Expr<Op, Cs...> make_expr(Op op, const Cs&... cs) {
 
 namespace detail {
 
-// Scalar functors handed to xtensor; constrained to scalars so xtensor takes its scalar path.
-template <class Op>
-struct Forward {
-    Op op;
-    template <std::floating_point... X>
-    auto operator()(X... x) const {
-        return op.f(x...);
-    }
+// A gradient flowing into an expression's backward: the output's gradient, contiguous, as a leaf.
+template <Real T, std::size_t R>
+struct Values {
+    using value_type = T;
+    static constexpr std::size_t rank = R;
+    const T* data;
+    std::array<std::size_t, R> shape;
 };
-// g * d(op)/d(child I), evaluated at the children's values (ops of one, two or three operands).
+
+// g * d(op)/d(child I), evaluated at the children's values (ops of one, two or three operands):
+// the op of the expression that carries a gradient back to child I.
 template <class Op, std::size_t I>
 struct Chain {
     Op op;
     template <std::floating_point G, std::floating_point... X>
-    G operator()(G g, X... x) const {
+    G f(G g, X... x) const {
         if constexpr (sizeof...(X) == 1)
             return g * op.d(x...);
         else if constexpr (I == 0)
@@ -76,23 +75,106 @@ struct Chain {
     }
 };
 
-}  // namespace detail
-
-// ---- value: the lazy xtensor expression of a node's forward ----
-template <Real T, std::size_t N>
-const xt::xtensor<T, N>& eval_value(const Var<T, N>& v) {
-    return v.value();
-}
+// ---- the leaves (tensors read by the loop) of an expression tree, numbered left to right ----
+template <class E>
+struct leaf_count : std::integral_constant<std::size_t, 1> {};  // a Var or Values
 template <Real T>
-auto eval_value(const Const<T>& c) {
-    return xt::xscalar<T>(c.v);
-}
+struct leaf_count<Const<T>> : std::integral_constant<std::size_t, 0> {};
 template <class Op, class... Cs>
-auto eval_value(const Expr<Op, Cs...>& e) {
-    return boost::hana::unpack(e.children, [&](const auto&... c) {
-        return xt::make_lambda_xfunction(detail::Forward<Op>{e.op}, eval_value(c)...);
+struct leaf_count<Expr<Op, Cs...>> : std::integral_constant<std::size_t, (0 + ... + leaf_count<Cs>::value)> {};
+
+// The number of the first leaf of child I.
+template <std::size_t I, class... Cs>
+constexpr std::size_t first_leaf_of() {
+    constexpr std::array<std::size_t, sizeof...(Cs)> counts{leaf_count<Cs>::value...};
+    std::size_t first = 0;
+    for (std::size_t i = 0; i < I; ++i) first += counts[i];
+    return first;
+}
+
+template <std::size_t First, Real T, std::size_t N, std::size_t K>
+void collect_leaves(const Var<T, N>& v, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
+    data[First] = v.value().data();
+    shapes[First + 1] = {v.value().shape().data(), N};
+}
+template <std::size_t First, Real T, std::size_t R, std::size_t K>
+void collect_leaves(const Values<T, R>& v, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
+    data[First] = v.data;
+    shapes[First + 1] = {v.shape.data(), R};
+}
+template <std::size_t First, Real T, std::size_t K>
+void collect_leaves(const Const<T>&, std::array<const T*, K>&, std::array<OperandShape, K + 1>&) {}
+template <std::size_t First, class Op, class... Cs, class T, std::size_t K>
+void collect_leaves(const Expr<Op, Cs...>& e, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (collect_leaves<First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), data, shapes), ...);
+    }(std::index_sequence_for<Cs...>{});
+}
+
+// The leaves' positions in the current row; element j of leaf k is at[k][j * step[k]].
+template <class T, std::size_t K>
+struct RowCursor {
+    std::array<const T*, K> at;
+    std::array<std::size_t, K> step;
+};
+
+// The expression's value at element j of the row (Contiguous: every step is 1).
+template <bool Contiguous, std::size_t First, class E, class Cursor>
+auto value_at(const E&, const Cursor& c, std::size_t j) {  // a Var or Values
+    return Contiguous ? c.at[First][j] : c.at[First][j * c.step[First]];
+}
+template <bool Contiguous, std::size_t First, Real T, class Cursor>
+T value_at(const Const<T>& e, const Cursor&, std::size_t) {
+    return e.v;
+}
+template <bool Contiguous, std::size_t First, class Op, class... Cs, class Cursor>
+auto value_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return e.op.f(value_at<Contiguous, First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), c, j)...);
+    }(std::index_sequence_for<Cs...>{});
+}
+
+// dst (of dst_shape, broadcast to `shape`) = e (Accumulate: +=, summed over the broadcast axes),
+// e evaluated over `shape`.
+template <bool Accumulate, class E, std::size_t R>
+void evaluate(const E& e, typename E::value_type* dst, OperandShape dst_shape, const std::array<std::size_t, R>& shape) {
+    using T = typename E::value_type;
+    constexpr std::size_t K = leaf_count<E>::value;
+    std::array<const T*, K> data;
+    std::array<OperandShape, K + 1> shapes;
+    shapes[0] = dst_shape;
+    collect_leaves<0>(e, data, shapes);
+    const LoopPlan<K + 1> plan = plan_loop(shape.data(), R, shapes);
+    if (plan.size == 0) return;
+    const std::size_t inner = plan.rank - 1, n = plan.extent[inner], dst_step = plan.stride[0][inner];
+    RowCursor<T, K> row;
+    bool contiguous = dst_step == 1;
+    for (std::size_t k = 0; k < K; ++k) {
+        row.step[k] = plan.stride[k + 1][inner];
+        contiguous = contiguous && row.step[k] == 1;
+    }
+    for_each_row(plan, [&](const std::array<std::size_t, K + 1>& offset) {
+        for (std::size_t k = 0; k < K; ++k) row.at[k] = data[k] + offset[k + 1];
+        T* out = dst + offset[0];
+        if (contiguous) {
+            for (std::size_t j = 0; j < n; ++j) {
+                if constexpr (Accumulate) out[j] += value_at<true, 0>(e, row, j);
+                else out[j] = value_at<true, 0>(e, row, j);
+            }
+        } else if (Accumulate && dst_step == 0) {  // dst broadcast along the row: sum it first
+            T sum = 0;
+            for (std::size_t j = 0; j < n; ++j) sum += value_at<false, 0>(e, row, j);
+            *out += sum;
+        } else {
+            for (std::size_t j = 0; j < n; ++j) {
+                if constexpr (Accumulate) out[j * dst_step] += value_at<false, 0>(e, row, j);
+                else out[j * dst_step] = value_at<false, 0>(e, row, j);
+            }
+        }
     });
 }
+
+}  // namespace detail
 
 // ---- shape: numpy broadcast over the tree, with errors naming the op ----
 template <Real T, std::size_t N>
@@ -130,39 +212,40 @@ bool needs_grad(const Expr<Op, Cs...>& e) {
 }
 
 // ---- backward: chain rule over the expression type ----
-// `g` is the gradient of the expression's output (an xtensor expression of the output shape).
-template <Real T, std::size_t N, class G>
-void backprop(const Var<T, N>& v, const G& g) {
+// `g`: the gradient reaching this subtree, an expression evaluated over the output's `shape` (the
+// output's gradient as detail::Values, wrapped in one detail::Chain per level above).
+template <Real T, std::size_t N, class G, std::size_t R>
+void backprop(const Var<T, N>& v, const G& g, const std::array<std::size_t, R>& shape) {
     if (!v.requires_grad()) return;
-    auto& grad = v.node()->grad_buffer();
-    const auto& gs = g.shape();
-    if (gs.size() == N && std::equal(gs.begin(), gs.end(), grad.shape().begin())) {
-        xt::noalias(grad) += g;
-    } else {  // v was broadcast: sum the gradient over the broadcast axes
-        // g evaluated into this thread's scratch, which only grows: a steady step allocates nothing
-        constexpr std::size_t M = std::tuple_size_v<std::decay_t<decltype(gs)>>;
-        thread_local std::vector<T> scratch;
-        std::array<std::size_t, M> shape;
-        std::copy(gs.begin(), gs.end(), shape.begin());
-        std::size_t size = 1;
-        for (const std::size_t d : shape) size *= d;
-        if (scratch.size() < size) scratch.resize(size);
-        auto full = xt::adapt(scratch.data(), size, xt::no_ownership(), shape);
-        xt::noalias(full) = g;
-        detail::add_reduced(scratch.data(), shape, grad.data(), grad.shape());
+    auto& node = *v.node();
+    const detail::OperandShape leaf{v.shape().data(), N};
+    if (N == R && std::equal(shape.begin(), shape.end(), v.shape().begin())) {
+        // the whole gradient in one pass: written on first touch (no zero-fill first), added later
+        const auto target = node.grad_target();
+        if (target.beta == T(0))
+            detail::evaluate<false>(g, target.data, leaf, shape);
+        else
+            detail::evaluate<true>(g, target.data, leaf, shape);
+    } else {  // v was broadcast: the gradient summed over the broadcast axes
+        detail::evaluate<true>(g, node.grad_buffer().data(), leaf, shape);
     }
 }
-template <Real T, class G>
-void backprop(const Const<T>&, const G&) {}
-template <class Op, class... Cs, class G>
-void backprop(const Expr<Op, Cs...>& e, const G& g) {
-    boost::hana::for_each(boost::hana::make_range(boost::hana::size_c<0>, boost::hana::size_c<sizeof...(Cs)>), [&](auto i) {
-        const auto& child = boost::hana::at(e.children, i);
-        if (!needs_grad(child)) return;
-        boost::hana::unpack(e.children, [&](const auto&... c) {
-            backprop(child, xt::make_lambda_xfunction(detail::Chain<Op, decltype(i)::value>{e.op}, g, eval_value(c)...));
-        });
-    });
+template <Real T, class G, std::size_t R>
+void backprop(const Const<T>&, const G&, const std::array<std::size_t, R>&) {}
+template <class Op, class... Cs, class G, std::size_t R>
+void backprop(const Expr<Op, Cs...>& e, const G& g, const std::array<std::size_t, R>& shape) {
+    const auto child = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+        const auto& c = boost::hana::at_c<I>(e.children);
+        if (!needs_grad(c)) return;
+        using Grad = Expr<detail::Chain<Op, I>, G, Cs...>;
+        backprop(c, Grad{{e.op}, boost::hana::unpack(e.children, [&](const auto&... cs) {
+                             return boost::hana::make_tuple(g, cs...);
+                         })},
+                 shape);
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (child(std::integral_constant<std::size_t, I>{}), ...);
+    }(std::index_sequence_for<Cs...>{});
 }
 
 // ---- name: the expression as a formula of op names, "log(mul(x, c))" (x a Var, c a constant) ----
@@ -209,8 +292,17 @@ class ExprNode final : public OpNode<ExprNode<E>, typename E::value_type, E::ran
 public:
     std::optional<E> expr;
     auto inputs() { return std::tie(expr); }
-    void forward() { xt::noalias(this->value) = eval_value(*expr); }
-    void backward() override { backprop(*expr, this->grad_buffer()); }
+    void forward() {
+        detail::evaluate<false>(*expr, this->value.data(), {this->value.shape().data(), E::rank}, shape());
+    }
+    void backward() override {
+        backprop(*expr, detail::Values<typename E::value_type, E::rank>{this->grad_buffer().data(), shape()}, shape());
+    }
+    std::array<std::size_t, E::rank> shape() const {
+        std::array<std::size_t, E::rank> s{};
+        std::copy(this->value.shape().begin(), this->value.shape().end(), s.begin());
+        return s;
+    }
     const char* op_name() const override {
         static const std::string name = "elementwise " + formula(static_cast<const E*>(nullptr));
         return name.c_str();
