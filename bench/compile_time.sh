@@ -4,6 +4,8 @@
 #   libxgrad     as installed: the heavy code is compiled once in libxgrad (xgrad/precompiled.hpp)
 #   header-only  the same without XGRAD_LIBRARY_SIMD_ALIGNMENT: everything compiled in the program
 #                (what every program did before libxgrad)
+#   pch          libxgrad, with xgrad/pch.hpp precompiled (as cpp_pch or xgrad_precompile_headers
+#                build it in the program's build folder, once, timed apart)
 # Prints every run's wall time, CPU time (user + sys: less disturbed than wall time when other
 # jobs share the cores) and peak memory, then the min and the median of each. Fails if the
 # program does not link against the installed libxgrad or warns under -Wall -Wextra.
@@ -29,6 +31,15 @@ meson install -C "$build" --destdir "$out/root" --no-rebuild --quiet > /dev/null
 export PKG_CONFIG_PATH="$(dirname "$(find "$out/root" -name xgrad.pc)")"
 library_flags="-O2 -march=native -Wall -Wextra $(pkg-config --cflags xgrad)"
 header_only_flags=$(echo "$library_flags" | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//')
+# the precompiled header first, then nothing before it (the intrinsics prelude would void it)
+pch_flags="$(echo "$library_flags" | sed 's/--include=[^ ]*//') -Winvalid-pch"
+mkdir "$out/pch"
+cp "$(pkg-config --variable=pch xgrad)" "$out/pch/pch.hpp"
+# shellcheck disable=SC2086
+/usr/bin/time -f '%e %U %S %M' -o "$out/time" ${CXX:-g++} $pch_flags -x c++-header "$out/pch/pch.hpp" -o "$out/pch/pch.hpp.gch"
+read -r wall user sys kb < "$out/time"
+printf 'the precompiled header (xgrad/pch.hpp, once per program): wall %.2f s  cpu %.2f s  %d MB\n' "$wall" \
+    "$(echo "$user $sys" | awk '{ print $1 + $2 }')" "$(( $(stat -c %s "$out/pch/pch.hpp.gch") / 1048576 ))"
 
 echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for file in $files; do
@@ -36,9 +47,12 @@ echo "g++ $library_flags -c $(basename "$file")"
 rm -f "$out"/*.wall "$out"/*.cpu "$out"/*.kb
 round=1
 while [ "$round" -le "$rounds" ]; do
-    for mode in libxgrad header-only; do
-        flags=$library_flags
-        [ "$mode" = libxgrad ] || flags=$header_only_flags
+    for mode in libxgrad header-only pch; do
+        case $mode in
+            libxgrad) flags=$library_flags ;;
+            header-only) flags=$header_only_flags ;;
+            pch) flags="$pch_flags -I$out/pch -include pch.hpp" ;;
+        esac
         # shellcheck disable=SC2086
         /usr/bin/time -f '%e %U %S %M' -o "$out/time" ${CXX:-g++} $flags -c "$file" -o "$out/$mode.o" \
             2> "$out/$mode.warnings"
@@ -51,7 +65,7 @@ while [ "$round" -le "$rounds" ]; do
     done
     round=$((round + 1))
 done
-for mode in libxgrad header-only; do
+for mode in libxgrad header-only pch; do
     summary=""
     for what in wall cpu; do
         summary="$summary$(sort -n "$out/$mode.$what" | awk -v w="$what" '{ t[NR] = $1 }
@@ -62,7 +76,9 @@ for mode in libxgrad header-only; do
 done
 # shellcheck disable=SC2046
 ${CXX:-g++} "$out/libxgrad.o" -o "$out/program" $(pkg-config --libs xgrad)
-if [ -s "$out/libxgrad.warnings" ]; then
-    echo "warnings with libxgrad:"; cat "$out/libxgrad.warnings"; exit 1
-fi
+for mode in libxgrad pch; do
+    if [ -s "$out/$mode.warnings" ]; then
+        echo "warnings ($mode):"; cat "$out/$mode.warnings"; exit 1
+    fi
+done
 done

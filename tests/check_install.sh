@@ -3,7 +3,8 @@
 # built against it as a user's would be, with nothing but what the package gives (and -Wall
 # -Wextra -Werror: xgrad's headers add no warning to a user's program), and run:
 #   - with meson, through xgrad.pc (pkg-config);
-#   - with CMake, through find_package(xgrad CONFIG) and xgrad::xgrad (and xgrad::dist).
+#   - with CMake, through find_package(xgrad CONFIG) and xgrad::xgrad (and xgrad::dist);
+#   - and with each, once more with xgrad/pch.hpp precompiled (it must be used, and warn of nothing).
 # The consumer must use libxgrad's compiled code (the package gives libxgrad's SIMD level).
 # With MPI (WITH_MPI = mpi), xgrad-dist.pc must be installed too: examples/data_parallel.cpp is
 # built with it alone and run under 2 ranks (a program built without XGRAD_HAVE_MPI refuses mpirun);
@@ -29,6 +30,20 @@ prefix=$(cd "$(dirname "$pc")/../../.." && pwd)
 [ -d "$prefix/include/xgrad" ] || prefix=$(cd "$(dirname "$pc")/../.." && pwd)
 echo "pkg-config --cflags --libs xgrad: $(pkg-config --cflags --libs xgrad)"
 
+# The unit of the target named $2 in build folder $1 (its compile_commands.json), compiled again with
+# -H: g++ marks a header it read from a precompiled .gch with '!'. Fails when it read none (a
+# precompiled header that something before it voided is skipped silently).
+pch_used() {
+  unit=$(/usr/bin/python3 -c 'import json, sys
+def output(unit): words = unit["command"].split(); return words[words.index("-o") + 1]
+unit = next(u for u in json.load(open(sys.argv[1] + "/compile_commands.json"))
+            if sys.argv[2] in output(u) and output(u).endswith(".o"))
+print(unit["directory"]); print(unit["command"])' "$1" "$2")
+  (cd "$(echo "$unit" | head -n 1)" && eval "$(echo "$unit" | tail -n 1) -H") > "$dir/pch.log" 2>&1 ||
+    { cat "$dir/pch.log"; exit 1; }
+  grep -q '^! .*\.gch$' "$dir/pch.log" || { echo "$2 did not use its precompiled header"; exit 1; }
+}
+
 # The program's output: the consumer's first and last loss, and that libxgrad's code was used.
 run() {
   status=0; "$1" > "$dir/run.log" || status=$?
@@ -43,6 +58,9 @@ echo "meson consumer (xgrad.pc), -Wall -Wextra -Werror: consumer.cpp and all_mod
 run "$dir/meson/consumer"
 grep -q "compiled code: used" "$dir/run.log" || { echo "the consumer compiled what libxgrad holds"; exit 1; }
 run "$dir/meson/all_modules"
+pch_used "$dir/meson" all_modules_pch
+run "$dir/meson/all_modules_pch"
+echo "all_modules.cpp with xgrad/pch.hpp precompiled (cpp_pch : xgrad.get_variable('pch')): used, no warning"
 
 # The same program header-only (without libxgrad's define: every kernel compiled in the program, as
 # for ops libxgrad does not list), where g++ 12's false '__Y' warnings came from.
@@ -68,6 +86,7 @@ c++ -O0 -Wall -Wextra -Werror $(pkg-config --cflags xgrad | sed 's/-DXGRAD_LIBRA
 echo "a program at -O0 (softmax and log_softmax over both axes, header-only): built and ran"
 
 cmake -S "$src/examples/consumer" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   > "$dir/cmake-setup.log" 2>&1 || { cat "$dir/cmake-setup.log"; exit 1; }
 cmake --build "$dir/cmake" > "$dir/cmake-build.log" 2>&1 || { cat "$dir/cmake-build.log"; exit 1; }
 ! grep -q 'warning:' "$dir/cmake-build.log" || { grep 'warning:' "$dir/cmake-build.log"; exit 1; }
@@ -75,6 +94,9 @@ echo "CMake consumer (find_package(xgrad), xgrad::xgrad), -Wall -Wextra -Werror:
 run "$dir/cmake/consumer"
 grep -q "compiled code: used" "$dir/run.log" || { echo "the CMake consumer compiled what libxgrad holds"; exit 1; }
 run "$dir/cmake/all_modules"
+pch_used "$dir/cmake" all_modules_pch
+run "$dir/cmake/all_modules_pch"
+echo "all_modules.cpp with xgrad_precompile_headers (CMake): used, no warning"
 
 [ "$with_mpi" = mpi ] || exit 0
 [ -f "$(dirname "$pc")/xgrad-dist.pc" ] || { echo "xgrad-dist.pc was not installed"; exit 1; }
