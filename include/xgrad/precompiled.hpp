@@ -1,5 +1,5 @@
 // libxgrad: the heavy specializations (MultiheadAttention's forward, the Transformer family's
-// forwards, nn::GPT, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, reductions,
+// forwards, nn::GPT, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, embedding, reductions,
 // shape ops, initializers, backward, the optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
 // and `pkg-config --libs xgrad` link. Here they are declared `extern template`, so a program that
 // includes xgrad.hpp does not compile them again; lib/*.cpp instantiates them from the same lists.
@@ -26,6 +26,7 @@
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/nn/gpt_generate.hpp"
 #include "xgrad/ops/dropout.hpp"
+#include "xgrad/ops/embedding.hpp"
 #include "xgrad/ops/linalg.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/norm.hpp"
@@ -92,6 +93,12 @@
 // The tape, the GEMM and the ops.
 #define XGRAD_PRECOMPILED_OPS(EXTERN, T)                                                                          \
     XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, 0)                                                                   \
+    EXTERN template void detail::gather_values<T>(const detail::StridedMap&, const T*, T*);                      \
+    EXTERN template void detail::scatter_add<T>(const detail::StridedMap&, const T*, T*);                        \
+    EXTERN template Var<T, 2> embedding<T, 1>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 1>&,             \
+                                              std::optional<long>);                                              \
+    EXTERN template Var<T, 3> embedding<T, 2>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 2>&,             \
+                                              std::optional<long>);                                              \
     EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
                                           const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
                                           const T*);                                                              \

@@ -1,7 +1,6 @@
 // xgrad error family: every failure a user can cause is one of these.
 #pragma once
 #include <cstddef>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -35,16 +34,13 @@ struct io_error : error {
 // "(2, 3, 4)" for any shape-like container; "()" for a scalar.
 template <class S>
 std::string shape_str(const S& shape) {
-    std::ostringstream os;
-    os << '(';
+    std::string text = "(";
     std::size_t i = 0;
     for (auto d : shape) {
-        if (i++) os << ", ";
-        os << d;
+        if (i++) text += ", ";
+        text += std::to_string(d);
     }
-    if (i == 1) os << ',';
-    os << ')';
-    return os.str();
+    return text + (i == 1 ? ",)" : ")");
 }
 
 namespace detail {

@@ -57,6 +57,14 @@ struct Values {
     std::array<std::size_t, R> shape;
 };
 
+// A child of an expression read in place, by its backward's chain expressions (no copy of its Vars).
+template <class C>
+struct Ref {
+    using value_type = typename C::value_type;
+    static constexpr std::size_t rank = C::rank;
+    const C* of;
+};
+
 // g * d(op)/d(child I), evaluated at the children's values (ops of one, two or three operands):
 // the op of the expression that carries a gradient back to child I.
 template <class Op, std::size_t I>
@@ -82,6 +90,8 @@ template <Real T>
 struct leaf_count<Const<T>> : std::integral_constant<std::size_t, 0> {};
 template <class Op, class... Cs>
 struct leaf_count<Expr<Op, Cs...>> : std::integral_constant<std::size_t, (0 + ... + leaf_count<Cs>::value)> {};
+template <class C>
+struct leaf_count<Ref<C>> : leaf_count<C> {};
 
 // The number of the first leaf of child I.
 template <std::size_t I, class... Cs>
@@ -104,6 +114,10 @@ void collect_leaves(const Values<T, R>& v, std::array<const T*, K>& data, std::a
 }
 template <std::size_t First, Real T, std::size_t K>
 void collect_leaves(const Const<T>&, std::array<const T*, K>&, std::array<OperandShape, K + 1>&) {}
+template <std::size_t First, class C, class T, std::size_t K>
+void collect_leaves(const Ref<C>& r, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
+    collect_leaves<First>(*r.of, data, shapes);
+}
 template <std::size_t First, class Op, class... Cs, class T, std::size_t K>
 void collect_leaves(const Expr<Op, Cs...>& e, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -126,6 +140,10 @@ auto value_at(const E&, const Cursor& c, std::size_t j) {  // a Var or Values
 template <bool Contiguous, std::size_t First, Real T, class Cursor>
 T value_at(const Const<T>& e, const Cursor&, std::size_t) {
     return e.v;
+}
+template <bool Contiguous, std::size_t First, class C, class Cursor>
+auto value_at(const Ref<C>& r, const Cursor& c, std::size_t j) {
+    return value_at<Contiguous, First>(*r.of, c, j);
 }
 template <bool Contiguous, std::size_t First, class Op, class... Cs, class Cursor>
 auto value_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
@@ -213,22 +231,13 @@ bool needs_grad(const Expr<Op, Cs...>& e) {
 
 // ---- backward: chain rule over the expression type ----
 // `g`: the gradient reaching this subtree, an expression evaluated over the output's `shape` (the
-// output's gradient as detail::Values, wrapped in one detail::Chain per level above).
+// output's gradient as detail::Values, wrapped in one detail::Chain per level above, which reads
+// the children where they are: detail::Ref).
 template <Real T, std::size_t N, class G, std::size_t R>
 void backprop(const Var<T, N>& v, const G& g, const std::array<std::size_t, R>& shape) {
-    if (!v.requires_grad()) return;
-    auto& node = *v.node();
-    const detail::OperandShape leaf{v.shape().data(), N};
-    if (N == R && std::equal(shape.begin(), shape.end(), v.shape().begin())) {
-        // the whole gradient in one pass: written on first touch (no zero-fill first), added later
-        const auto target = node.grad_target();
-        if (target.beta == T(0))
-            detail::evaluate<false>(g, target.data, leaf, shape);
-        else
-            detail::evaluate<true>(g, target.data, leaf, shape);
-    } else {  // v was broadcast: the gradient summed over the broadcast axes
-        detail::evaluate<true>(g, node.grad_buffer().data(), leaf, shape);
-    }
+    // added to v's gradient (zero-filled on first touch), summed over the axes v was broadcast along;
+    // one loop for both keeps each leaf's backward to one instantiation
+    if (v.requires_grad()) detail::evaluate<true>(g, v.node()->grad_buffer().data(), {v.shape().data(), N}, shape);
 }
 template <Real T, class G, std::size_t R>
 void backprop(const Const<T>&, const G&, const std::array<std::size_t, R>&) {}
@@ -237,9 +246,9 @@ void backprop(const Expr<Op, Cs...>& e, const G& g, const std::array<std::size_t
     const auto child = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
         const auto& c = boost::hana::at_c<I>(e.children);
         if (!needs_grad(c)) return;
-        using Grad = Expr<detail::Chain<Op, I>, G, Cs...>;
-        backprop(c, Grad{{e.op}, boost::hana::unpack(e.children, [&](const auto&... cs) {
-                             return boost::hana::make_tuple(g, cs...);
+        using Grad = Expr<detail::Chain<Op, I>, G, detail::Ref<Cs>...>;
+        backprop(c, Grad{{e.op}, boost::hana::unpack(e.children, [&](const Cs&... cs) {
+                             return boost::hana::make_tuple(g, detail::Ref<Cs>{&cs}...);
                          })},
                  shape);
     };
@@ -249,19 +258,50 @@ void backprop(const Expr<Op, Cs...>& e, const G& g, const std::array<std::size_t
 }
 
 // ---- name: the expression as a formula of op names, "log(mul(x, c))" (x a Var, c a constant) ----
-template <Real T, std::size_t N>
-std::string formula(const Var<T, N>*) {
-    return "x";
-}
+namespace detail {
+// The formula in prefix order, a token per op (name, operand count) or leaf ("x" or "c", 0), as a
+// compile-time array: only the text is built at run time, by one function for every expression.
+struct FormulaToken {
+    const char* name;
+    std::size_t operands;
+};
+template <class E>
+struct Formula {  // a Var
+    static constexpr std::size_t size = 1;
+    static constexpr void put(FormulaToken* out) { *out = {"x", 0}; }
+};
 template <Real T>
-std::string formula(const Const<T>*) {
-    return "c";
-}
+struct Formula<Const<T>> {
+    static constexpr std::size_t size = 1;
+    static constexpr void put(FormulaToken* out) { *out = {"c", 0}; }
+};
 template <class Op, class... Cs>
-std::string formula(const Expr<Op, Cs...>*) {
-    std::string args;
-    ((args += (args.empty() ? "" : ", ") + formula(static_cast<const Cs*>(nullptr))), ...);
-    return std::string(Op::name) + "(" + args + ")";
+struct Formula<Expr<Op, Cs...>> {
+    static constexpr std::size_t size = (1 + ... + Formula<Cs>::size);
+    static constexpr void put(FormulaToken* out) {
+        *out++ = {Op::name, sizeof...(Cs)};
+        ((Formula<Cs>::put(out), out += Formula<Cs>::size), ...);
+    }
+};
+template <class E>
+constexpr std::array<FormulaToken, Formula<E>::size> formula_tokens() {
+    std::array<FormulaToken, Formula<E>::size> tokens{};
+    Formula<E>::put(tokens.data());
+    return tokens;
+}
+// The text of the subformula starting at `at`, which moves past it.
+inline std::string formula_text(const FormulaToken*& at) {
+    const FormulaToken token = *at++;
+    std::string text = token.name;
+    for (std::size_t i = 0; i < token.operands; ++i) text += (i ? ", " : "(") + formula_text(at);
+    return token.operands ? text + ")" : text;
+}
+}  // namespace detail
+template <class E>
+std::string formula() {
+    static constexpr auto tokens = detail::formula_tokens<E>();
+    const detail::FormulaToken* at = tokens.data();
+    return detail::formula_text(at);
 }
 
 // ---- an expression as an op's input slot (var.hpp: OpNode): the Vars it reads, in formula order ----
@@ -304,7 +344,7 @@ public:
         return s;
     }
     const char* op_name() const override {
-        static const std::string name = "elementwise " + formula(static_cast<const E*>(nullptr));
+        static const std::string name = "elementwise " + formula<E>();
         return name.c_str();
     }
 };

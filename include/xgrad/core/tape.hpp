@@ -107,28 +107,25 @@ public:
     // A node of type NodeT at the next position, reused when the slot holds one nobody else uses.
     template <class NodeT>
     std::shared_ptr<NodeT> record() {
-        std::shared_ptr<NodeT> node;
-        if (size_ < nodes_.size()) {
-            auto& slot = nodes_[size_];
-            if (slot.use_count() == 1 && typeid(*slot) == typeid(NodeT))
-                node = std::static_pointer_cast<NodeT>(slot);
-            else {
-                node = std::make_shared<NodeT>();
-                slot = node;
-            }
-        } else {
-            node = std::make_shared<NodeT>();
-            nodes_.push_back(node);
-        }
-        node->tape_index = size_;
-        node->is_leaf = false;
-        node->requires_grad = true;
-        node->stale = false;
-        node->matmul_precision = detail::matmul_precision();
-        node->label.clear();  // keeps its capacity: a steady step does not allocate
-        node->reset_grad();
+        return std::static_pointer_cast<NodeT>(
+            record(typeid(NodeT), [] { return std::shared_ptr<Node>(std::make_shared<NodeT>()); }));
+    }
+    // The same for a node of the given type, made by `make` when the slot cannot be reused (one
+    // function for every node type: only make_shared is compiled per type).
+    std::shared_ptr<Node> record(const std::type_info& type, std::shared_ptr<Node> (*make)()) {
+        if (size_ == nodes_.size()) nodes_.push_back(make());
+        auto& slot = nodes_[size_];
+        if (slot.use_count() != 1 || typeid(*slot) != type) slot = make();
+        Node& node = *slot;
+        node.tape_index = size_;
+        node.is_leaf = false;
+        node.requires_grad = true;
+        node.stale = false;
+        node.matmul_precision = detail::matmul_precision();
+        node.label.clear();  // keeps its capacity: a steady step does not allocate
+        node.reset_grad();
         ++size_;
-        return node;
+        return slot;
     }
 
     Tape() = default;

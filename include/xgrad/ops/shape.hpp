@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -17,10 +18,11 @@ namespace xgrad {
 namespace detail {
 inline std::string long_str(long v) { return std::to_string(v); }
 
-// Resolves a reshape target (one -1 allowed) against `count` elements.
-template <std::size_t M, class S>
-std::array<std::size_t, M> reshape_target(const S& from, std::size_t count, const std::array<long, M>& to) {
-    std::array<std::size_t, M> out{};
+// Resolves a reshape target `to` (one -1 allowed) against x's `count` elements into `out`. Not a
+// template: a program compiles it once, whatever the ranks.
+inline void reshape_target(std::span<const std::size_t> from, std::size_t count, std::span<const long> to,
+                           std::span<std::size_t> out) {
+    const std::size_t M = to.size();
     std::size_t known = 1, infer = M;  // known: product of the given dims
     for (std::size_t k = 0; k < M; ++k) {
         if (to[k] == -1) {
@@ -46,7 +48,6 @@ std::array<std::size_t, M> reshape_target(const S& from, std::size_t count, cons
         throw shape_error("reshape: cannot reshape x of shape " + shape_str(from) + " (" + std::to_string(count) +
                           " elements) into " + shape_str(to) + " (" + std::to_string(known) + " elements)");
     }
-    return out;
 }
 
 template <class S>
@@ -60,7 +61,8 @@ std::array<std::size_t, 3> heads_shape3(const S& s) {
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> reshape(const Var<T, N>& x, const std::array<long, M>& shape) {
     detail::require_var(x, "reshape", "x");
-    const auto out = detail::reshape_target(x.shape(), x.size(), shape);
+    std::array<std::size_t, M> out{};
+    detail::reshape_target(x.shape(), x.size(), shape, out);
     detail::StridedMap map;
     map.push(x.size(), 1);
     return detail::gather<M>(x, out, map, "reshape");

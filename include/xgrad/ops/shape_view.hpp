@@ -96,6 +96,30 @@ void for_each_row(const StridedMap& m, Row&& row) {
     }
 }
 
+// dst[f] = src[map(f)] for every output element f, row-major. Whatever the ranks: libxgrad holds
+// both element types (xgrad/precompiled.hpp).
+template <Real T>
+void gather_values(const StridedMap& map, const T* src, T* dst) {
+    for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
+        if (s == 1) std::copy_n(src + i, n, dst + o);
+        else
+            for (std::size_t k = 0; k < n; ++k) dst[o + k] = src[i + k * s];
+    });
+}
+// Its adjoint: dX (x's shape)[map(f)] += dY (y's shape)[f]; elements read twice (stride 0) sum.
+template <Real T>
+void scatter_add(const StridedMap& map, const T* gy, T* gx) {
+    for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
+        if (s == 0) {
+            T acc = 0;
+            for (std::size_t k = 0; k < n; ++k) acc += gy[o + k];
+            gx[i] += acc;
+        } else {
+            for (std::size_t k = 0; k < n; ++k) gx[i + k * s] += gy[o + k];
+        }
+    });
+}
+
 // y (shape M) = x (shape N) gathered through `map`; op_name is the user-facing op.
 template <Real T, std::size_t N, std::size_t M>
 class GatherNode final : public OpNode<GatherNode<T, N, M>, T, M> {
@@ -107,30 +131,9 @@ public:
     const char* op_name() const override { return name; }
     auto inputs() { return std::tie(x); }
 
-    void forward() {
-        const T* src = x.value().data();
-        T* dst = this->value.data();
-        for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
-            if (s == 1) std::copy_n(src + i, n, dst + o);
-            else
-                for (std::size_t k = 0; k < n; ++k) dst[o + k] = src[i + k * s];
-        });
-    }
-
+    void forward() { gather_values(map, x.value().data(), this->value.data()); }
     void backward() override {
-        if (!x.requires_grad()) return;
-        // dX (x's shape)[offset + Σ index·stride] += dY (this shape)[index]; repeats (stride 0) sum
-        const T* gy = this->grad_buffer().data();
-        T* gx = x.node()->grad_buffer().data();
-        for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
-            if (s == 0) {
-                T acc = 0;
-                for (std::size_t k = 0; k < n; ++k) acc += gy[o + k];
-                gx[i] += acc;
-            } else {
-                for (std::size_t k = 0; k < n; ++k) gx[i + k * s] += gy[o + k];
-            }
-        });
+        if (x.requires_grad()) scatter_add(map, this->grad_buffer().data(), x.node()->grad_buffer().data());
     }
 };
 
