@@ -24,7 +24,10 @@ namespace xgrad {
 template <class T>
 concept Real = std::same_as<T, float> || std::same_as<T, double>;
 
-// A node's storage: value and gradient of the same static rank.
+// A node's storage: value and gradient of the same static rank. The members that touch the
+// gradient's buffer are defined below the class, not in it: not inline, so a program that links
+// libxgrad (which holds TensorNode for float and double, ranks 0-4) calls them rather than
+// compiling them, and the buffer pool and threads they reach, in each of its units.
 template <Real T, std::size_t N>
 class TensorNode : public Node {
 public:
@@ -34,11 +37,7 @@ public:
     xt::xtensor<T, N> value;
 
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
-    xt::xtensor<T, N>& grad_buffer() {
-        const GradTarget target = grad_target();
-        if (target.beta == T(0)) parallel_fill(target.data, grad_.size(), T(0));
-        return grad_;
-    }
+    xt::xtensor<T, N>& grad_buffer();
     // For a backward that writes every element of this gradient at once, BLAS-style:
     // grad = contribution + beta · grad. On first touch in a pass beta is 0, and the buffer is
     // not zero-filled: the contribution overwrites it (stale content is never read). Later, 1.
@@ -46,20 +45,10 @@ public:
         T* data;
         T beta;
     };
-    GradTarget grad_target() {
-        if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
-        if (grad_live_) return {grad_.data(), T(1)};
-        if (grad_.storage().size() != value.size()) detail::grad_pool<Storage>().take(grad_.storage(), value.size());
-        if (grad_.shape() != value.shape()) grad_.resize(value.shape());
-        grad_live_ = true;
-        return {grad_.data(), T(0)};
-    }
+    GradTarget grad_target();
     // After this node's backward, when the backward releases intermediate gradients: the buffer
     // goes back to the pool (grad_pool.hpp) and the node has no gradient.
-    void release_grad() override {
-        grad_live_ = false;
-        detail::grad_pool<Storage>().give(grad_.storage());
-    }
+    void release_grad() override;
     bool has_grad() const override { return grad_live_; }
     const xt::xtensor<T, N>* grad_storage() const { return &grad_; }
     ArrayView value_view() const override { return view_of(value); }
@@ -68,23 +57,52 @@ public:
         return {std::vector<std::size_t>(a.shape().begin(), a.shape().end()), a.data(), std::same_as<T, double>};
     }
     void reset_grad() override { grad_live_ = false; }
-    std::string nonfinite(bool in_grad) const override {
-        if (in_grad && !grad_live_) return "";
-        const auto& a = in_grad ? grad_ : value;
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            const T x = a.data()[i];
-            if (std::isfinite(x) || (x < 0 && std::isinf(x) && !in_grad && allows_negative_infinity())) continue;
-            return std::string(std::isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf") + " at element " + std::to_string(i) +
-                   " of " + shape_str(a.shape());
-        }
-        return "";
-    }
+    std::string nonfinite(bool in_grad) const override;
+    // Anomaly mode: throws when this node, just computed by its op, holds NaN or inf.
+    void check_forward() const;
 
 private:
     using Storage = typename xt::xtensor<T, N>::storage_type;
     xt::xtensor<T, N> grad_;  // its storage is empty while released to the pool
     bool grad_live_ = false;
 };
+
+template <Real T, std::size_t N>
+xt::xtensor<T, N>& TensorNode<T, N>::grad_buffer() {
+    const GradTarget target = grad_target();
+    if (target.beta == T(0)) parallel_fill(target.data, grad_.size(), T(0));
+    return grad_;
+}
+template <Real T, std::size_t N>
+typename TensorNode<T, N>::GradTarget TensorNode<T, N>::grad_target() {
+    if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(this);
+    if (grad_live_) return {grad_.data(), T(1)};
+    if (grad_.storage().size() != value.size()) detail::grad_pool<Storage>().take(grad_.storage(), value.size());
+    if (grad_.shape() != value.shape()) grad_.resize(value.shape());
+    grad_live_ = true;
+    return {grad_.data(), T(0)};
+}
+template <Real T, std::size_t N>
+void TensorNode<T, N>::release_grad() {
+    grad_live_ = false;
+    detail::grad_pool<Storage>().give(grad_.storage());
+}
+template <Real T, std::size_t N>
+std::string TensorNode<T, N>::nonfinite(bool in_grad) const {
+    if (in_grad && !grad_live_) return "";
+    const auto& a = in_grad ? grad_ : value;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const T x = a.data()[i];
+        if (std::isfinite(x) || (x < 0 && std::isinf(x) && !in_grad && allows_negative_infinity())) continue;
+        return std::string(std::isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf") + " at element " + std::to_string(i) +
+               " of " + shape_str(a.shape());
+    }
+    return "";
+}
+template <Real T, std::size_t N>
+void TensorNode<T, N>::check_forward() const {
+    detail::check_forward(*this);
+}
 
 // A leaf: a parameter (requires grad, gradients accumulate until zero_grad) or a constant.
 template <Real T, std::size_t N>
@@ -112,7 +130,7 @@ public:
     Var() = default;
     // Every op returns its freshly computed node through here: anomaly mode checks it.
     explicit Var(std::shared_ptr<node_type> node) : node_(std::move(node)) {
-        if (detail::anomaly_mode() && node_ && !node_->is_leaf) detail::check_forward(*node_);
+        if (detail::anomaly_mode() && node_ && !node_->is_leaf) node_->check_forward();
     }
 
     // Materializes an elementwise expression: records ONE node (defined in expr.hpp).
