@@ -20,6 +20,8 @@
 #include "tasks/gpt.hpp"
 #include "commands/plot.hpp"
 #include "commands/train_common.hpp"
+#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/ops/autocast.hpp"
 #include "xgrad/optim/clip.hpp"
 #include "xgrad/optim/schedule.hpp"
 
