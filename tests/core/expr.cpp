@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include <doctest/doctest.h>
+#include <xtensor/xmath.hpp>
 
 #include "xgrad/xgrad.hpp"
 
@@ -39,6 +40,51 @@ TEST_CASE("binary ops broadcast like numpy") {
     auto c = constant(T2{{1}, {2}, {3}});
     auto r = constant(T2{{10, 20}});
     CHECK(eval(c * r).value() == T2{{10, 20}, {20, 40}, {30, 60}});
+}
+
+// The loop (core/expr_loop.hpp) merges axes and steps broadcast operands by stride 0: every
+// element and every summed gradient against plain index arithmetic, with broadcasting on a leading,
+// a middle and the last axis, a scalar Var, and an empty tensor.
+TEST_CASE("broadcast values and summed gradients match index arithmetic") {
+    using T4 = xt::xtensor<double, 4>;
+    using T3 = xt::xtensor<double, 3>;
+    Tape t;
+    TapeScope scope(t);
+    T4 av = T4::from_shape({2, 1, 3, 1});
+    T3 bv = T3::from_shape({4, 1, 5});
+    T4 wv = T4::from_shape({2, 4, 3, 5});
+    for (std::size_t i = 0; i < av.size(); ++i) av.data()[i] = 0.5 + double(i);
+    for (std::size_t i = 0; i < bv.size(); ++i) bv.data()[i] = std::sin(double(i));
+    for (std::size_t i = 0; i < wv.size(); ++i) wv.data()[i] = std::cos(0.7 * double(i));
+    auto a = parameter(av);
+    auto b = parameter(bv);
+    auto s = parameter(xt::xtensor<double, 0>(2.0));
+    const Var<double, 4> y = a * b + a * s;  // (2, 4, 3, 5); a used twice
+    backward(sum(y * constant(wv)));
+    T4 ga = xt::zeros<double>(av.shape());
+    T3 gb = xt::zeros<double>(bv.shape());
+    double gs = 0;
+    for (std::size_t i = 0; i < 2; ++i)
+        for (std::size_t j = 0; j < 4; ++j)
+            for (std::size_t k = 0; k < 3; ++k)
+                for (std::size_t l = 0; l < 5; ++l) {
+                    const double w = wv(i, j, k, l), x = av(i, 0, k, 0), z = bv(j, 0, l);
+                    REQUIRE(y.value()(i, j, k, l) == x * z + x * 2.0);
+                    ga(i, 0, k, 0) += w * (z + 2.0);
+                    gb(j, 0, l) += w * x;
+                    gs += w * x;
+                }
+    CHECK(xt::allclose(a.grad(), ga, 1e-13, 0));
+    CHECK(xt::allclose(b.grad(), gb, 1e-13, 0));
+    CHECK(s.grad()() == doctest::Approx(gs).epsilon(1e-13));
+    CHECK(xt::amax(xt::abs(a.grad()))() > 0);
+
+    auto empty = parameter(T2::from_shape({0, 3}));
+    auto row = parameter(T1{1.0, 2.0, 3.0});
+    const Var<double, 2> e = empty * row;
+    CHECK(e.shape()[0] == 0);
+    backward(sum(e));
+    CHECK(row.grad() == T1{0.0, 0.0, 0.0});
 }
 
 TEST_CASE("a leaf used twice accumulates both paths") {
