@@ -93,8 +93,8 @@
 // The tape, the GEMM and the ops.
 #define XGRAD_PRECOMPILED_OPS(EXTERN, T)                                                                          \
     XGRAD_DETAIL_PRECOMPILED_NODE(EXTERN, T, 0)                                                                   \
-    EXTERN template void detail::gather_values<T>(const detail::StridedMap&, const T*, T*);                      \
-    EXTERN template void detail::scatter_add<T>(const detail::StridedMap&, const T*, T*);                        \
+    EXTERN template void detail::gather_values<T>(const detail::LoopPlan<2>&, const T*, T*);                     \
+    EXTERN template void detail::scatter_add<T>(const detail::LoopPlan<2>&, const T*, T*);                       \
     EXTERN template Var<T, 2> embedding<T, 1>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 1>&,             \
                                               std::optional<long>);                                              \
     EXTERN template Var<T, 3> embedding<T, 2>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 2>&,             \

@@ -1,9 +1,9 @@
-// The loop that evaluates an elementwise expression (core/expr.hpp), written for xgrad rather than
-// left to xtensor's assignment: every operand gets its strides in the output's index space (0 along
-// the axes it is broadcast on), adjacent axes are merged wherever every operand runs contiguously
-// across them, and the innermost axis is one plain loop, contiguous for every operand in the
-// common case. The planning below does not depend on the expression, so a program compiles it once;
-// each expression adds only its scalar formula inside three small loops.
+// The strided walk behind every elementwise loop of xgrad: an elementwise expression's
+// (core/expr.hpp) and the shape ops' gathers (ops/shape_view.hpp). Each operand has a stride along
+// every axis of the walk (0 along an axis it is broadcast or repeated on); adjacent axes are merged
+// wherever every operand steps across them as across one axis, and the innermost axis is one plain
+// loop, contiguous for every operand in the common case. None of it depends on an expression or
+// an op, so a program compiles it once; each user adds only its inner loops.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -30,6 +30,24 @@ struct LoopPlan {
     std::array<std::array<std::size_t, max_loop_rank>, K> stride{};
 };
 
+// Drops the plan's axes of extent 1 and merges an axis into the one before it wherever every operand
+// steps across the pair as across one axis (fewer, longer rows).
+template <std::size_t K>
+void merge_axes(LoopPlan<K>& plan) {
+    std::size_t kept = 0;
+    for (std::size_t a = 0; a < plan.rank; ++a) {
+        const std::size_t extent = plan.extent[a];
+        if (extent == 1) continue;
+        bool merge = kept > 0;
+        for (std::size_t k = 0; merge && k < K; ++k) merge = plan.stride[k][kept - 1] == plan.stride[k][a] * extent;
+        if (!merge) ++kept;
+        plan.extent[kept - 1] = merge ? plan.extent[kept - 1] * extent : extent;
+        for (std::size_t k = 0; k < K; ++k) plan.stride[k][kept - 1] = plan.stride[k][a];
+    }
+    plan.rank = kept;
+    if (plan.rank == 0) plan.rank = 1, plan.extent[0] = 1;  // one element (or none): every stride 0
+}
+
 // The plan of a loop over `shape` reading K operands of the given shapes (each broadcast to it).
 template <std::size_t K>
 LoopPlan<K> plan_loop(const std::size_t* shape, std::size_t rank, const std::array<OperandShape, K>& operands) {
@@ -37,35 +55,19 @@ LoopPlan<K> plan_loop(const std::size_t* shape, std::size_t rank, const std::arr
         throw value_error("elementwise: rank " + std::to_string(rank) + " is above the supported " +
                           std::to_string(max_loop_rank));
     LoopPlan<K> plan;
-    plan.rank = 0;
-    // contiguous[k]: operand k's row-major step along the axis being visited, from the last axis back
-    std::array<std::size_t, K> contiguous;
-    contiguous.fill(1);
-    std::array<std::array<std::size_t, max_loop_rank>, K> stride_of_axis{};
-    for (std::size_t a = rank; a-- > 0;) {
-        plan.size *= shape[a];
-        for (std::size_t k = 0; k < K; ++k) {
-            const OperandShape& op = operands[k];
-            const std::size_t lead = rank - op.rank;  // operand axis j = a - lead
+    plan.rank = rank;
+    for (std::size_t k = 0; k < K; ++k) {
+        const OperandShape& op = operands[k];
+        const std::size_t lead = rank - op.rank;  // the operand's axis j is the loop's axis j + lead
+        std::size_t contiguous = 1;               // its row-major step along axis a, from the last back
+        for (std::size_t a = rank; a-- > 0;) {
             const std::size_t extent = a >= lead ? op.extent[a - lead] : 1;
-            stride_of_axis[k][a] = extent == 1 ? 0 : contiguous[k];
-            contiguous[k] *= extent;
+            plan.stride[k][a] = extent == 1 ? 0 : contiguous;
+            contiguous *= extent;
         }
     }
-    if (plan.size == 0) return plan;
-    // keep the axes of extent above 1, merging an axis into the one before it when every operand
-    // steps across the pair as across one axis
-    for (std::size_t a = 0; a < rank; ++a) {
-        if (shape[a] == 1) continue;
-        bool merge = plan.rank > 0;
-        for (std::size_t k = 0; merge && k < K; ++k)
-            merge = plan.stride[k][plan.rank - 1] == stride_of_axis[k][a] * shape[a];
-        if (!merge) ++plan.rank;
-        const std::size_t last = plan.rank - 1;
-        plan.extent[last] = merge ? plan.extent[last] * shape[a] : shape[a];
-        for (std::size_t k = 0; k < K; ++k) plan.stride[k][last] = stride_of_axis[k][a];
-    }
-    if (plan.rank == 0) plan.rank = 1, plan.extent[0] = 1;  // one element: every stride 0
+    for (std::size_t a = 0; a < rank; ++a) plan.extent[a] = shape[a], plan.size *= shape[a];
+    merge_axes(plan);
     return plan;
 }
 
@@ -75,6 +77,7 @@ template <std::size_t K, class Row>
 void for_each_row(const LoopPlan<K>& plan, Row&& row) {
     std::array<std::size_t, max_loop_rank> index{};
     std::array<std::size_t, K> offset{};
+    if (plan.size == 0) return;
     const std::size_t outer = plan.rank - 1, rows = plan.size / plan.extent[outer];
     for (std::size_t r = 0; r < rows; ++r) {
         row(offset);

@@ -79,7 +79,7 @@ Var<T, M> reshape(const Var<T, N>& x, const long (&shape)[M]) {
 // Y[i_0..i_{N-1}] = X[j] with j[order[k]] = i_k; dX[j] += dY[i].
 template <Real T, std::size_t N>
 Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
-    static_assert(N <= detail::max_view_rank, "xgrad: permute supports rank <= 16");
+    static_assert(N <= detail::max_loop_rank, "xgrad: permute supports rank <= 16");
     detail::require_var(x, "permute", "x");
     std::array<bool, N> seen{};
     for (std::size_t k = 0; k < N; ++k) {
@@ -97,7 +97,7 @@ Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
 template <Real T, std::size_t N>
 Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
     static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
-    static_assert(N <= detail::max_view_rank, "xgrad: transpose supports rank <= 16");
+    static_assert(N <= detail::max_loop_rank, "xgrad: transpose supports rank <= 16");
     detail::require_var(x, "transpose", "x");
     const std::size_t a = detail::resolve_axis(dim0, x.shape(), "transpose"),
                       b = detail::resolve_axis(dim1, x.shape(), "transpose");
@@ -163,7 +163,7 @@ namespace detail {
 // Y = X[..., start : start + length, ...] (along `ax`); dX[..., start : start + length, ...] += dY.
 template <Real T, std::size_t N>
 Var<T, N> take_range(const Var<T, N>& x, std::size_t ax, std::size_t start, std::size_t length, const char* op) {
-    static_assert(N <= max_view_rank, "xgrad: slice and narrow support rank <= 16");
+    static_assert(N <= max_loop_rank, "xgrad: slice and narrow support rank <= 16");
     const auto strides = contiguous_strides(x.shape());
     std::array<std::size_t, N> out;
     StridedMap map;
@@ -209,7 +209,7 @@ Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> expand(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
     static_assert(M >= N, "xgrad: expand cannot lower the rank (the target needs rank >= the input's)");
-    static_assert(M <= detail::max_view_rank, "xgrad: expand supports rank <= 16");
+    static_assert(M <= detail::max_loop_rank, "xgrad: expand supports rank <= 16");
     detail::require_var(x, "expand", "x");
     std::size_t count;
     if (!detail::checked_numel(shape, count))

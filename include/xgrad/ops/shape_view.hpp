@@ -16,15 +16,13 @@
 namespace xgrad {
 namespace detail {
 
-inline constexpr std::size_t max_view_rank = 16;
-
-// Row-major strides of a contiguous tensor (at most max_view_rank axes).
+// Row-major strides of a contiguous tensor (at most max_loop_rank axes).
 template <class S>
-std::array<std::size_t, max_view_rank> contiguous_strides(const S& shape) {
-    if (shape.size() > max_view_rank)
+std::array<std::size_t, max_loop_rank> contiguous_strides(const S& shape) {
+    if (shape.size() > max_loop_rank)
         throw value_error("shape ops: rank " + std::to_string(shape.size()) + " of shape " + shape_str(shape) +
                           " is above the supported 16");
-    std::array<std::size_t, max_view_rank> s{};
+    std::array<std::size_t, max_loop_rank> s{};
     std::size_t stride = 1;
     for (std::size_t k = shape.size(); k-- > 0;) s[k] = stride, stride *= shape[k];
     return s;
@@ -49,10 +47,10 @@ bool checked_numel(const S& shape, std::size_t& out) {
 struct StridedMap {
     std::size_t rank = 0;
     std::size_t offset = 0;
-    std::array<std::size_t, max_view_rank> extent{}, stride{};
+    std::array<std::size_t, max_loop_rank> extent{}, stride{};
 
     void push(std::size_t e, std::size_t s) {
-        if (rank == max_view_rank) throw value_error("shape ops: rank above 16 is not supported");
+        if (rank == max_loop_rank) throw value_error("shape ops: rank above 16 is not supported");
         extent[rank] = e, stride[rank] = s, ++rank;
     }
     std::size_t size() const {
@@ -60,62 +58,45 @@ struct StridedMap {
         for (std::size_t k = 0; k < rank; ++k) n *= extent[k];
         return n;
     }
-    // Drops extent-1 axes and merges neighbours that walk memory as one axis (fewer, longer rows).
-    void simplify() {
-        std::size_t r = 0;
-        for (std::size_t k = 0; k < rank; ++k) {
-            if (extent[k] == 1) continue;
-            if (r > 0 && stride[r - 1] == stride[k] * extent[k]) {
-                extent[r - 1] *= extent[k], stride[r - 1] = stride[k];
-            } else {
-                extent[r] = extent[k], stride[r] = stride[k], ++r;
-            }
+    // The walk (core/expr_loop.hpp): operand 0 the output (row-major), operand 1 the input.
+    LoopPlan<2> walk() const {
+        LoopPlan<2> plan;
+        plan.rank = rank;
+        std::size_t out_stride = 1;
+        for (std::size_t k = rank; k-- > 0;) {
+            plan.extent[k] = extent[k], plan.size *= extent[k];
+            plan.stride[0][k] = out_stride, plan.stride[1][k] = stride[k];
+            out_stride *= extent[k];
         }
-        rank = r;
+        merge_axes(plan);
+        return plan;
     }
 };
 
-// Calls row(out_begin, in_begin, count, in_stride) for every innermost row of the walk:
-// output elements out_begin + i (i < count) come from input element in_begin + i · in_stride.
-template <class Row>
-void for_each_row(const StridedMap& m, Row&& row) {
-    const std::size_t total = m.size();
-    if (total == 0) return;
-    if (m.rank == 0) return row(std::size_t(0), m.offset, std::size_t(1), std::size_t(0));
-    const std::size_t inner = m.extent[m.rank - 1], inner_stride = m.stride[m.rank - 1];
-    std::array<std::size_t, max_view_rank> index{};
-    std::size_t in = m.offset;
-    for (std::size_t out = 0; out < total; out += inner) {
-        row(out, in, inner, inner_stride);
-        for (std::size_t k = m.rank - 1; k-- > 0;) {  // odometer over the outer axes
-            in += m.stride[k];
-            if (++index[k] < m.extent[k]) break;
-            in -= m.stride[k] * m.extent[k];
-            index[k] = 0;
-        }
-    }
-}
-
-// dst[f] = src[map(f)] for every output element f, row-major. Whatever the ranks: libxgrad holds
-// both element types (xgrad/precompiled.hpp).
+// dst[f] = src[walk(f)] for every output element f, row-major (src already at the map's offset).
+// Whatever the ranks: libxgrad holds both element types (xgrad/precompiled.hpp).
 template <Real T>
-void gather_values(const StridedMap& map, const T* src, T* dst) {
-    for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
-        if (s == 1) std::copy_n(src + i, n, dst + o);
+void gather_values(const LoopPlan<2>& walk, const T* src, T* dst) {
+    if (walk.size == 0) return;
+    const std::size_t n = walk.extent[walk.rank - 1], s = walk.stride[1][walk.rank - 1];
+    for_each_row(walk, [&](const std::array<std::size_t, 2>& at) {
+        if (s == 1) std::copy_n(src + at[1], n, dst + at[0]);
         else
-            for (std::size_t k = 0; k < n; ++k) dst[o + k] = src[i + k * s];
+            for (std::size_t k = 0; k < n; ++k) dst[at[0] + k] = src[at[1] + k * s];
     });
 }
-// Its adjoint: dX (x's shape)[map(f)] += dY (y's shape)[f]; elements read twice (stride 0) sum.
+// Its adjoint: dX (x's shape)[walk(f)] += dY (y's shape)[f]; elements read twice (stride 0) sum.
 template <Real T>
-void scatter_add(const StridedMap& map, const T* gy, T* gx) {
-    for_each_row(map, [&](std::size_t o, std::size_t i, std::size_t n, std::size_t s) {
+void scatter_add(const LoopPlan<2>& walk, const T* gy, T* gx) {
+    if (walk.size == 0) return;
+    const std::size_t n = walk.extent[walk.rank - 1], s = walk.stride[1][walk.rank - 1];
+    for_each_row(walk, [&](const std::array<std::size_t, 2>& at) {
         if (s == 0) {
             T acc = 0;
-            for (std::size_t k = 0; k < n; ++k) acc += gy[o + k];
-            gx[i] += acc;
+            for (std::size_t k = 0; k < n; ++k) acc += gy[at[0] + k];
+            gx[at[1]] += acc;
         } else {
-            for (std::size_t k = 0; k < n; ++k) gx[i + k * s] += gy[o + k];
+            for (std::size_t k = 0; k < n; ++k) gx[at[1] + k * s] += gy[at[0] + k];
         }
     });
 }
@@ -125,15 +106,16 @@ template <Real T, std::size_t N, std::size_t M>
 class GatherNode final : public OpNode<GatherNode<T, N, M>, T, M> {
 public:
     Var<T, N> x;  // held only when this node requires grad
-    StridedMap map;
+    LoopPlan<2> walk;  // the map's, merged once at recording
+    std::size_t offset = 0;
     const char* name = "view";
 
     const char* op_name() const override { return name; }
     auto inputs() { return std::tie(x); }
 
-    void forward() { gather_values(map, x.value().data(), this->value.data()); }
+    void forward() { gather_values(walk, x.value().data() + offset, this->value.data()); }
     void backward() override {
-        if (x.requires_grad()) scatter_add(map, this->grad_buffer().data(), x.node()->grad_buffer().data());
+        if (x.requires_grad()) scatter_add(walk, this->grad_buffer().data(), x.node()->grad_buffer().data() + offset);
     }
 };
 
@@ -142,9 +124,9 @@ template <std::size_t M, Real T, std::size_t N, class Shape>
 Var<T, M> gather(const Var<T, N>& x, const Shape& out_shape, StridedMap map, const char* name) {
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
-    map.simplify();
     return make_op<GatherNode<T, N, M>>(shape, [&](auto& node) {
-        node.map = map;
+        node.walk = map.walk();
+        node.offset = map.offset;
         node.name = name;
         node.forward();
     }, x);
