@@ -1,6 +1,7 @@
-// libxgrad: the heavy specializations (MultiheadAttention's forward, the Transformer family's
-// forwards, nn::GPT, linear and matmul with the GEMM kernel, softmax, layer_norm, the losses, embedding, reductions,
-// shape ops, initializers, backward, the optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
+// libxgrad: the heavy specializations (the kernel layer: GEMM, softmax, attention scores and masks;
+// MultiheadAttention's forward, the Transformer family's forwards, nn::GPT, linear and matmul,
+// softmax, layer_norm, the losses, embedding, reductions, shape ops, initializers, backward, the
+// optimizers) compiled once, for float and double, into the library that `dependency('xgrad')`
 // and `pkg-config --libs xgrad` link. Here they are declared `extern template`, so a program that
 // includes xgrad.hpp does not compile them again; lib/*.cpp instantiates them from the same lists.
 // Anything not listed (another element type or rank, an expression's fused node, a user's own op)
@@ -14,14 +15,20 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "xgrad/core/var.hpp"
 #include "xgrad/nn/attention.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/sdpa.hpp"
+#include "xgrad/kernels/attention.hpp"
 #include "xgrad/kernels/gemm.hpp"
+#include "xgrad/kernels/gemm_tiled.hpp"
+#include "xgrad/kernels/score_masks.hpp"
+#include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/nn/gpt_generate.hpp"
@@ -72,6 +79,49 @@
     EXTERN template Var<T, N> permute<T, N>(const Var<T, N>&, const std::array<std::size_t, N>&);                  \
     EXTERN template Var<T, N> concat<T, N>(const std::vector<Var<T, N>>&, long);
 
+// The kernel layer (xgrad/kernels/): the GEMM with its register tiles and back ends, the softmax
+// kernels, the attention's score products and mask merging. Every op and module of the lists here
+// reaches it, so it is compiled once, in libxgrad's kernels unit, and neither in the library's
+// other units nor in a program.
+#define XGRAD_PRECOMPILED_KERNELS(EXTERN, T)                                                                      \
+    EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
+                                          const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
+                                          const T*);                                                              \
+    EXTERN template void kernels::tiled::product<T>(const kernels::tiled::Plan<T>&, const T*, std::size_t);      \
+    EXTERN template void kernels::tiled::pack_transposed<T>(const T*, std::size_t, std::size_t, std::size_t, T*,  \
+                                                            std::size_t);                                         \
+    XGRAD_DETAIL_PRECOMPILED_SOFTMAX_ROWS(EXTERN, false, T, kernels::NoMasks<T>)                                  \
+    XGRAD_DETAIL_PRECOMPILED_SOFTMAX_ROWS(EXTERN, true, T, kernels::NoMasks<T>)                                   \
+    XGRAD_DETAIL_PRECOMPILED_SOFTMAX_ROWS(EXTERN, false, T, kernels::RowMasks<T>)                                 \
+    XGRAD_DETAIL_PRECOMPILED_SOFTMAX(EXTERN, false, T)                                                            \
+    XGRAD_DETAIL_PRECOMPILED_SOFTMAX(EXTERN, true, T)                                                             \
+    EXTERN template void kernels::scores_rows<T>(const T*, std::size_t, const T*, std::size_t, std::size_t,      \
+                                                 std::size_t, std::size_t, T, T*, std::size_t);                   \
+    EXTERN template void kernels::scores_columns<T>(const T*, std::size_t, const T*, std::size_t, std::size_t,   \
+                                                    std::size_t, T, T*, std::size_t);                             \
+    EXTERN template void kernels::apply_masks_columns<T>(const kernels::ScoreMasks<T>&, std::size_t, std::size_t, \
+                                                         kernels::KeyRange, T*, std::size_t);                     \
+    EXTERN template void kernels::merge_causal<T>(kernels::ScoreMasks<T>&, std::size_t, std::size_t);            \
+    EXTERN template void kernels::merge_valid_lens<T>(kernels::ScoreMasks<T>&, const std::int64_t*,              \
+                                                      std::span<const std::size_t>, std::size_t);                 \
+    EXTERN template void kernels::merge_any<T>(kernels::ScoreMasks<T>&, const AnyMask<T>&,                       \
+                                               std::span<const std::size_t>, std::size_t);
+// The products of bfloat16 operands (Autocast, gemm_rounded), float only.
+#define XGRAD_PRECOMPILED_KERNELS_BFLOAT16(EXTERN)                                                                \
+    EXTERN template void kernels::detail::gemm_blocks<float, kernels::bfloat16>(                                  \
+        kernels::GemmBackend, bool, bool, std::size_t, std::size_t, std::size_t, float, const kernels::bfloat16*, \
+        std::size_t, const kernels::bfloat16*, std::size_t, float, float*, std::size_t, const float*);
+#define XGRAD_DETAIL_PRECOMPILED_SOFTMAX_ROWS(EXTERN, LOG, T, MASKS)                                             \
+    EXTERN template void kernels::softmax_rows<LOG, T, MASKS>(T*, std::size_t, std::size_t, std::size_t,         \
+                                                              kernels::EmptyLine, const MASKS&, T*);
+#define XGRAD_DETAIL_PRECOMPILED_SOFTMAX(EXTERN, LOG, T)                                                          \
+    EXTERN template void kernels::softmax_backward_rows<LOG, T>(const T*, const T*, T*, std::size_t, std::size_t, \
+                                                                std::size_t, std::size_t, std::size_t, T, T);     \
+    EXTERN template void kernels::softmax_columns<LOG, T>(T*, std::size_t, std::size_t, std::size_t,             \
+                                                          kernels::EmptyLine);                                    \
+    EXTERN template void kernels::softmax_backward_columns<LOG, T>(const T*, const T*, T*, std::size_t,          \
+                                                                   std::size_t, std::size_t, T, T);
+
 // Per rank N of the parameter (1 to 3).
 #define XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, N)                                            \
     EXTERN template void init::uniform_<T, N>(Var<T, N>&, double, double, Generator&);         \
@@ -99,9 +149,6 @@
                                               std::optional<long>);                                              \
     EXTERN template Var<T, 3> embedding<T, 2>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 2>&,             \
                                               std::optional<long>);                                              \
-    EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
-                                          const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
-                                          const T*);                                                              \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 1)                                                                   \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 2)                                                                   \
     XGRAD_DETAIL_PRECOMPILED_RANK(EXTERN, T, 3)                                                                   \
@@ -192,6 +239,9 @@ static_assert(XTENSOR_DEFAULT_ALIGNMENT == XGRAD_LIBRARY_SIMD_ALIGNMENT,
               "xgrad: xgrad/precompiled.hpp misjudged xtensor's alignment for this SIMD level; compile without "
               "XGRAD_LIBRARY_SIMD_ALIGNMENT (xgrad then compiles everything in your program) and report it");
 namespace xgrad {
+XGRAD_PRECOMPILED_KERNELS(extern, float)
+XGRAD_PRECOMPILED_KERNELS(extern, double)
+XGRAD_PRECOMPILED_KERNELS_BFLOAT16(extern)
 XGRAD_PRECOMPILED_OPS(extern, float)
 XGRAD_PRECOMPILED_OPS(extern, double)
 XGRAD_PRECOMPILED_NN(extern, float)
