@@ -27,7 +27,7 @@ struct Shape {
     std::size_t N, L, S, E, H;
 };
 
-enum class Masks { none, kpm_bool, kpm_float, attn2_bool, attn3_float, causal, valid_lens };
+enum class Masks { none, kpm_bool, kpm_float, attn2_bool, attn3_float, causal, valid_lens, causal_kpm };
 
 template <Real T>
 struct Run {
@@ -119,6 +119,11 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
             break;
         }
         case Masks::causal: fo.is_causal = true; break;
+        case Masks::causal_kpm: {  // the causal rule beside stored key-padding rows
+            fo = make_masks<T>(Masks::kpm_bool, s, seed);
+            fo.is_causal = true;
+            break;
+        }
         case Masks::valid_lens: {
             xt::xtensor<std::int64_t, 2> lens = xt::zeros<std::int64_t>({s.N, s.L});
             for (auto& x : lens) x = std::int64_t(rng() % (s.S + 1));
@@ -148,8 +153,8 @@ void check_paths_against_reference(const Shape& s, double tolerance) {
     for (bool batch_first : {false, true})
         for (bool extra_keys : {false, true})
             for (Masks kind : {Masks::none, Masks::kpm_bool, Masks::kpm_float, Masks::attn2_bool, Masks::attn3_float,
-                               Masks::causal, Masks::valid_lens}) {
-                if (kind == Masks::causal && s.L != s.S) continue;  // is_causal wants a square mask
+                               Masks::causal, Masks::valid_lens, Masks::causal_kpm}) {
+                if ((kind == Masks::causal || kind == Masks::causal_kpm) && s.L != s.S) continue;  // a square mask
                 INFO("L=" << s.L << " S=" << s.S << " E=" << s.E << " H=" << s.H << " batch_first=" << batch_first
                           << " extra_keys=" << extra_keys << " masks=" << int(kind));
                 const auto values_shape = batch_first ? std::array<std::size_t, 3>{s.N, s.S, s.E}
@@ -325,10 +330,10 @@ TEST_CASE("one-op attention (fused, memory_efficient): the two ops' results and 
     };
     const auto causal = [](kernels::ScoreMasks<double>& masks) { kernels::merge_causal(masks, S); };  // the rule
     const auto causal_after_one = [](kernels::ScoreMasks<double>& masks) { kernels::merge_causal(masks, S, 1); };
-    const auto causal_and_general = [&](kernels::ScoreMasks<double>& masks) {  // the rule written into rows
+    const auto causal_and_general = [&](kernels::ScoreMasks<double>& masks) {  // the rule beside the rows
         general(masks);
         kernels::merge_causal(masks, S);
-        REQUIRE(!masks.causal.used);
+        REQUIRE(masks.causal.used);
     };
     for (nn::AttentionPath path : {nn::AttentionPath::fused, nn::AttentionPath::memory_efficient}) {
         INFO("path " << int(path));

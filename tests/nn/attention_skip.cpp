@@ -111,7 +111,7 @@ TEST_CASE("ScoreMasks: a causal mask is kept as a rule, its rows and live keys t
     for (std::size_t r = 0; r < heads * L; ++r)
         for (std::size_t j = 0; j < S; ++j) {
             stored[r][j] = j > r % L + offset;
-            CHECK(rule.ignore_row(r)[j] == double(stored[r][j]));
+            CHECK(rule.ignores_key(r, j) == bool(stored[r][j]));
         }
     for (std::size_t first = 0; first < heads * L; ++first)  // runs within a head and across heads
         for (std::size_t count = 1; first + count <= heads * L; ++count) {
@@ -121,15 +121,32 @@ TEST_CASE("ScoreMasks: a causal mask is kept as a rule, its rows and live keys t
             CHECK(got.end == want.end);
             CHECK(got.holes == want.holes);
         }
-    // merged with a stored ignore mask (a key padding), the rule is written into the rows: the union
-    kernels::ScoreMasks<double> both;
-    both.reset(std::array<std::size_t, 3>{heads, L, S});
-    kernels::merge_causal(both, S, offset);
-    double* padding = both.for_writing(both.ignore, L);  // rows of L score rows asked; kept finer
-    for (std::size_t r = 0; r < L / both.ignore.group; ++r) padding[r * S] = 1;  // key 0 of the first head's queries
-    CHECK_FALSE(both.causal.used);
-    for (std::size_t r = 0; r < heads * L; ++r)
-        for (std::size_t j = 0; j < S; ++j) CHECK(both.ignore_row(r)[j] == double(stored[r][j] || (j == 0 && r < L)));
+    // merged with a stored ignore mask (a key padding: one row per head here), the rule stays a rule
+    // and the rows stay one per head: the union, in O(rows / L · S)
+    for (const bool rule_first : {true, false}) {
+        INFO("the causal rule merged " << (rule_first ? "first" : "second"));
+        kernels::ScoreMasks<double> both;
+        both.reset(std::array<std::size_t, 3>{heads, L, S});
+        if (rule_first) kernels::merge_causal(both, S, offset);
+        double* padding = both.for_writing(both.ignore, L);
+        padding[0] = padding[S + 7] = 1;  // key 0 of the first head, key 7 of the second
+        if (!rule_first) kernels::merge_causal(both, S, offset);
+        CHECK(both.causal.used);
+        CHECK(both.ignore.stored.size() == heads * S);
+        std::vector<std::vector<int>> merged = stored;
+        for (std::size_t r = 0; r < heads * L; ++r) {
+            merged[r][r < L ? 0 : 7] = 1;
+            for (std::size_t j = 0; j < S; ++j) CHECK(both.ignores_key(r, j) == bool(merged[r][j]));
+        }
+        for (std::size_t first = 0; first < heads * L; ++first)
+            for (std::size_t count = 1; first + count <= heads * L; ++count) {
+                INFO("rows " << first << " + " << count);
+                const kernels::KeyRange want = live_of(merged, first, count), got = both.live_keys(first, count);
+                CHECK(got.begin == want.begin);
+                CHECK(got.end == want.end);
+                CHECK(got.holes == want.holes);
+            }
+    }
 }
 
 TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the results of the -inf mask") {
@@ -175,6 +192,44 @@ TEST_CASE("MultiheadAttention: keys every query ignores are skipped, with the re
     check_same(c.query_grad, a.query_grad, "query grad with NaN and inf in padded values");
     check_same(c.key_grad, a.key_grad, "key grad with NaN and inf in padded values");
     check_same(c.value_grad, a.value_grad, "value grad with NaN and inf in padded values");
+}
+
+TEST_CASE("MultiheadAttention: is_causal with a key_padding_mask, on every path, equals their union as a float mask") {
+    constexpr std::size_t T_ = 6;  // queries = keys
+    Generator g(8);
+    Mha m({.embed_dim = E, .num_heads = H}, g);
+    // sequence 0: keys 1 and 3 padded; 1: key 5; 2: none (no query ignores every key: torch gives NaN there)
+    xt::xarray<bool> padding = xt::zeros<bool>({N, T_});
+    padding(0, 1) = padding(0, 3) = padding(1, 5) = true;
+    xt::xarray<double> union_mask = xt::zeros<double>({N * H, T_, T_});  // (N·H, L, S), -inf where ignored
+    for (std::size_t b = 0; b < N; ++b)
+        for (std::size_t h = 0; h < H; ++h)
+            for (std::size_t i = 0; i < T_; ++i)
+                for (std::size_t j = 0; j < T_; ++j)
+                    if (j > i || padding(b, j)) union_mask(b * H + h, i, j) = -inf;
+    const auto x = parameter(xt::xtensor<double, 3>(randn<3>({T_, N, E}, 9)));
+    const xt::xtensor<double, 3> seed = randn<3>({T_, N, E}, 10);
+    const auto outputs = [&](nn::MhaForwardOptions<double> fo) {
+        zero_grad(m);
+        x.zero_grad();
+        const auto r = m.forward(x, x, x, fo);
+        backward(r.output, seed);
+        return std::array<xt::xtensor<double, 3>, 2>{r.output.value(), x.grad()};
+    };
+    nn::MhaForwardOptions<double> oracle;
+    oracle.attn_mask = additive_mask(union_mask), oracle.path = nn::AttentionPath::reference, oracle.need_weights = false;
+    const auto want = outputs(oracle);
+    CHECK(want[0](0, 1, 0) != 0.0);  // sequence 1 attends
+    for (const auto path : {nn::AttentionPath::reference, nn::AttentionPath::weights_and_context, nn::AttentionPath::fused,
+                            nn::AttentionPath::memory_efficient}) {
+        INFO("path " << int(path));
+        nn::MhaForwardOptions<double> fo;
+        fo.is_causal = true, fo.key_padding_mask = ignore_mask(padding), fo.path = path;
+        fo.need_weights = path == nn::AttentionPath::weights_and_context;
+        const auto got = outputs(fo);
+        check_same(got[0], want[0], "output");
+        check_same(got[1], want[1], "input grad");
+    }
 }
 
 }  // namespace test_nn_attention_skip

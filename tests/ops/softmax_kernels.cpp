@@ -77,21 +77,27 @@ TEST_CASE_TEMPLATE("masked softmax rows match a scalar reference for every row l
             if (j == n / 2) scores[4 * n + j] = std::numeric_limits<T>::quiet_NaN();
         }
         additive[5 * n] = -std::numeric_limits<T>::infinity();  // row 5: an additive -inf
-        const auto expected = reference(scores, ignore, additive, n);
-        // the rows in place inside wider ones (ld = n + 3, as a head's live keys among all keys):
-        // the 3 elements between them must stay untouched
-        const std::size_t ld = n + 3;
-        const T sentinel = T(-7.25);
-        std::vector<T> wide(rows * ld, sentinel);
-        for (std::size_t r = 0; r < rows; ++r) std::copy_n(scores.begin() + r * n, n, wide.begin() + r * ld);
         struct Masks {  // row r's masks, as softmax_rows reads them
             const std::vector<T>& ignore_rows;
             const std::vector<T>& additive_rows;
             std::size_t n;
             const T* ignore(std::size_t r) const { return ignore_rows.data() + r * n; }
             const T* additive(std::size_t r) const { return additive_rows.data() + r * n; }
+            // rows 1, 4, 7, 10: keys from kept(r) on cut off, as a causal rule does (row 7: every key)
+            std::size_t kept(std::size_t r, std::size_t) const { return r == 7 ? 0 : r % 3 == 1 ? (r + n) / 2 : n; }
         };
-        kernels::softmax_rows(wide.data(), rows, n, ld, kernels::EmptyLine::zeros, Masks{ignore, additive, n});
+        const Masks masks{ignore, additive, n};
+        std::vector<T> ignore_with_cut = ignore;
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t j = std::min(n, masks.kept(r, n)); j < n; ++j) ignore_with_cut[r * n + j] = T(1);
+        const auto expected = reference(scores, ignore_with_cut, additive, n);
+        // the rows in place inside wider ones (ld = n + 3, as a head's live keys among all keys):
+        // the 3 elements between them must stay untouched
+        const std::size_t ld = n + 3;
+        const T sentinel = T(-7.25);
+        std::vector<T> wide(rows * ld, sentinel);
+        for (std::size_t r = 0; r < rows; ++r) std::copy_n(scores.begin() + r * n, n, wide.begin() + r * ld);
+        kernels::softmax_rows(wide.data(), rows, n, ld, kernels::EmptyLine::zeros, masks);
         const double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-14;
         for (std::size_t i = 0; i < scores.size(); ++i) {
             INFO("row ", i / n, " key ", i % n);

@@ -39,8 +39,8 @@ void scores_columns(const T* k, std::size_t ldk, const T* qt, std::size_t keys, 
 }
 
 // Sᵀ rows j of the keys `keys`, lanes i < L, of the head whose score rows start at `first`:
-// + additive(i, j), then -inf where ignore(i, j) (stored, or the causal rule: query i ignores the
-// keys from keep(i), which grows with i); the ignore mask only when the range has holes.
+// + additive(i, j), then -inf where ignore(i, j) (stored, and the causal rule: query i ignores the
+// keys from keep(i), which grows with i); the ignore masks only when the range has holes.
 // A mask row serving all L queries of the head (a key_padding_mask) is a scalar per key row; other
 // masks are read element by element.
 template <Real T>

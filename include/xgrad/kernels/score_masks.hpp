@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,9 +52,9 @@ struct KeyRange {
 };
 
 // A causal mask kept as its rule, not as rows: query i (the index along the last leading axis)
-// ignores keys j > i + offset. While it is the only ignore mask of a call, nothing of size rows × S
-// is stored (what lets attention at long L keep O(L) memory); merged with another ignore mask it
-// is written into the ignore rows.
+// ignores keys j > i + offset. Nothing of size rows × S is stored, also beside another ignore mask
+// (a key padding: one row per sequence), which is what lets attention at long L keep O(L) memory:
+// readers cut each row at keep(i) (RowMasks::kept, apply_masks_columns).
 struct CausalRule {
     bool used = false;
     std::size_t offset = 0;
@@ -63,7 +64,7 @@ struct CausalRule {
 
 // The merged masks of one call: 1 = ignore, 0 = keep (in T, so the softmax reads it with SIMD), and
 // values added to the scores. Kept by a node across steps: reset() starts a call without freeing.
-// Readers take a score row's ignore mask from ignore_row (stored or causal), never ignore.row.
+// A score row's ignored keys are its stored ignore row's and those its causal rule cuts off.
 template <Real T>
 struct ScoreMasks {
     std::vector<std::size_t> leading;  // the scores' leading axes (..., L): their product is the rows
@@ -83,27 +84,23 @@ struct ScoreMasks {
     bool ignores() const { return ignore.used || causal.used; }
     // The length of the last leading axis (the queries of the causal rule).
     std::size_t queries() const { return leading.empty() ? 1 : leading.back(); }
-    // The ignore mask of a score row (null: none), stored or given by the causal rule: row i of the
-    // rule is a window of `staircase` (S zeros, then S ones) starting S − keep(i) in.
-    const T* ignore_row(std::size_t score_row) const {
-        if (causal.used) return staircase.data() + width - causal.keep(score_row % queries(), width);
-        return ignore.row(score_row);
+    // The keys of a score row that its causal rule keeps: [0, kept_keys), every key without a rule.
+    std::size_t kept_keys(std::size_t score_row) const {
+        return causal.used ? causal.keep(score_row % queries(), width) : width;
     }
-    // Sets the causal rule: kept as a rule when no other ignore mask is merged, else written.
+    // Whether score row `score_row` ignores key j (by the rule or the stored rows), for checks and
+    // inspection; the kernels read rows.
+    bool ignores_key(std::size_t score_row, std::size_t j) const {
+        return j >= kept_keys(score_row) || (ignore.used && ignore.row(score_row)[j] != T(0));
+    }
+    // Sets the causal rule (of two, the one that keeps fewer keys).
     void merge_causal_rule(std::size_t offset) {
-        if (ignore.used) return write_causal_rows(for_writing(ignore, 1), offset);
-        causal = {true, offset};
-        staircase.assign(2 * width, T(0));
-        std::fill(staircase.begin() + std::ptrdiff_t(width), staircase.end(), T(1));
+        causal = {true, causal.used ? std::min(causal.offset, offset) : offset};
     }
     // m's stored rows, for a writer that needs at most `group` score rows per stored row: zero on
     // first use in this call; rows stored coarser are first repeated to that group. The stored
-    // group may stay finer than asked (m.group). Writing ignore rows writes the causal rule first.
+    // group may stay finer than asked (m.group).
     T* for_writing(MaskRows<T>& m, std::size_t group) {
-        if (&m == &ignore && causal.used) {
-            causal.used = false;
-            write_causal_rows(for_writing(ignore, 1), causal.offset);
-        }
         if (!m.used) {
             m.stored.assign(rows / group * width, T(0));
             m.width = width, m.group = group, m.used = true;
@@ -120,39 +117,41 @@ struct ScoreMasks {
     // The keys some row of score rows [first, first + count) does not ignore: from the first key
     // one of them keeps to the last (empty when they ignore every key), and whether a row ignores
     // one inside. Each stored row serving them (one for a key_padding_mask) is scanned from its
-    // ends inward, the scans stopping when the range is whole (a causal mask: the last row keeps
-    // every key), then inside the range until an ignored key is found (a causal mask: at once).
-    // Under the causal rule the range ends after the last key its last query keeps; it has holes
-    // when another query keeps fewer.
+    // ends inward, up to the keys the causal rule lets its rows keep, the scans stopping when the
+    // range is whole, then inside the range until an ignored key is found. Under the causal rule
+    // alone the range ends after the last key the last query keeps; it has holes when another
+    // query keeps fewer.
     KeyRange live_keys(std::size_t first, std::size_t count) const {
         const std::size_t S = width;
         if (count == 0 && ignores()) return {0, 0};
-        if (causal.used) {
-            const std::size_t L = queries(), i_first = first % L;
-            const bool wraps = i_first + count > L;  // the run spans heads: it holds queries 0 and L − 1
-            const std::size_t i_min = wraps ? 0 : i_first, i_max = wraps ? L - 1 : i_first + count - 1;
-            const std::size_t end = causal.keep(i_max, S);
-            return {0, end, causal.keep(i_min, S) < end};
-        }
-        if (!ignore.used) return {0, S};
-        const std::size_t rows_begin = first / ignore.group, rows_end = (first + count - 1) / ignore.group + 1;
-        const auto row = [&](std::size_t stored_row) { return ignore.stored.data() + stored_row * ignore.width; };
-        std::size_t begin = S, end = 0;
-        for (std::size_t r = rows_end; r-- > rows_begin && end < S;) {
-            std::size_t j = S;
-            while (j > end && row(r)[j - 1] != T(0)) --j;
-            end = std::max(end, j);
-        }
-        for (std::size_t r = rows_begin; r < rows_end && begin > 0; ++r) {
-            std::size_t j = 0;
-            while (j < begin && row(r)[j] != T(0)) ++j;
-            begin = std::min(begin, j);
+        std::size_t begin = 0, end = keys_kept_by_rule(first, first + count, true);
+        bool holes = false;
+        if (ignore.used) {
+            const std::size_t rows_begin = first / ignore.group, rows_end = (first + count - 1) / ignore.group + 1;
+            const auto row = [&](std::size_t stored_row) { return ignore.stored.data() + stored_row * ignore.width; };
+            // keys [0, limit(r)): those the rule lets some score row of the run served by row r keep
+            const auto limit = [&](std::size_t r) {
+                return keys_kept_by_rule(std::max(first, r * ignore.group),
+                                         std::min(first + count, (r + 1) * ignore.group), true);
+            };
+            begin = S, end = 0;
+            for (std::size_t r = rows_end; r-- > rows_begin && end < S;) {
+                std::size_t j = limit(r);
+                while (j > end && row(r)[j - 1] != T(0)) --j;
+                end = std::max(end, j);
+            }
+            for (std::size_t r = rows_begin; r < rows_end && begin > 0; ++r) {
+                const std::size_t kept_by_rule = limit(r);
+                std::size_t j = 0;
+                while (j < std::min(begin, kept_by_rule) && row(r)[j] != T(0)) ++j;
+                if (j < kept_by_rule) begin = std::min(begin, j);
+            }
+            if (begin >= end) return {0, 0};
+            for (std::size_t r = rows_begin; r < rows_end && !holes; ++r)
+                holes = std::any_of(row(r) + begin, row(r) + end, [](T v) { return v != T(0); });
         }
         if (begin >= end) return {0, 0};
-        bool holes = false;
-        for (std::size_t r = rows_begin; r < rows_end && !holes; ++r)
-            holes = std::any_of(row(r) + begin, row(r) + end, [](T v) { return v != T(0); });
-        return {begin, end, holes};
+        return {begin, end, holes || keys_kept_by_rule(first, first + count, false) < end};
     }
     // scratch space, kept across calls
     std::vector<T>& scratch_of(std::size_t size) {
@@ -162,31 +161,44 @@ struct ScoreMasks {
 
 private:
     std::vector<T> scratch;
-    std::vector<T> staircase;  // the causal rule's rows (ignore_row)
 
-    void write_causal_rows(T* stored, std::size_t offset) const {
-        const CausalRule rule{true, offset};
-        for (std::size_t r = 0; r < rows; ++r)
-            std::fill(stored + r * width + rule.keep(r % queries(), width), stored + (r + 1) * width, T(1));
+    // The keys [0, k) the causal rule lets the score rows [a, b) keep: k of the row with the
+    // greatest query (most), or of the least (fewest); all keys without the rule.
+    std::size_t keys_kept_by_rule(std::size_t a, std::size_t b, bool most) const {
+        if (!causal.used) return width;
+        const std::size_t L = queries(), i_a = a % L;
+        const bool wraps = i_a + (b - a) > L;  // the rows span heads: they hold queries 0 and L − 1
+        const std::size_t i = most ? (wraps ? L - 1 : i_a + (b - a) - 1) : (wraps ? 0 : i_a);
+        return causal.keep(i, width);
     }
 };
 
 // The masks of score rows first, first + 1, ... in the rows layout (a query per row), over the
 // keys `keys` from the range's first key: what softmax_rows and apply_masks_row read for row i.
-// The ignore mask only when the range has holes (outside it every key is ignored, and no score is
-// stored there).
+// The ignore rows only when the range has holes (outside it every key is ignored, and no score is
+// stored there); the causal rule as the number of keys kept from the range's first.
 template <Real T>
 struct RowMasks {
     const ScoreMasks<T>& masks;
     std::size_t first;
     KeyRange keys;
 
-    const T* ignore(std::size_t i) const { return keys.holes ? from_first_key(masks.ignore_row(first + i)) : nullptr; }
+    const T* ignore(std::size_t i) const { return keys.holes ? from_first_key(masks.ignore.row(first + i)) : nullptr; }
     const T* additive(std::size_t i) const { return from_first_key(masks.additive.row(first + i)); }
     const T* from_first_key(const T* row) const { return row ? row + keys.begin : nullptr; }
+    // Of row i's n keys (from the range's first), those before the causal rule's cut.
+    std::size_t kept(std::size_t i, std::size_t n) const {
+        const std::size_t keep = masks.kept_keys(first + i);
+        return keep <= keys.begin ? 0 : std::min(n, keep - keys.begin);
+    }
     // The masks applied in place to `count` rows of scores over the keys, row i at s + i·lds.
     void apply(T* s, std::size_t count, std::size_t lds) const {
-        for (std::size_t i = 0; i < count; ++i) apply_masks_row(s + i * lds, keys.size(), ignore(i), additive(i));
+        for (std::size_t i = 0; i < count; ++i) {
+            T* row = s + i * lds;
+            const std::size_t n = kept(i, keys.size());
+            apply_masks_row(row, n, ignore(i), additive(i));
+            std::fill(row + n, row + keys.size(), -std::numeric_limits<T>::infinity());
+        }
     }
 };
 

@@ -82,12 +82,14 @@ template <Real T>
 
 // ---- rows ----
 
-// The masks of softmax_rows' rows: masks.ignore(i) and masks.additive(i) are row i's (null: none).
+// The masks of softmax_rows' rows: masks.ignore(i) and masks.additive(i) are row i's (null: none),
+// and row i of n keys ignores keys [masks.kept(i, n), n) too (a causal rule, cut off unread).
 // RowMasks (score_masks.hpp) reads them from merged masks; NoMasks has none.
 template <Real T>
 struct NoMasks {
     const T* ignore(std::size_t) const { return nullptr; }
     const T* additive(std::size_t) const { return nullptr; }
+    std::size_t kept(std::size_t, std::size_t n) const { return n; }
 };
 
 // Softmax (or, Log, log_softmax) of `count` rows of n in place, rows ld apart, with the masks of
@@ -102,31 +104,34 @@ void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, Emp
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     constexpr std::size_t group = 8;
     std::array<T, group> max, shift;  // shift: 1 / Σ (softmax) or max + log Σ (log_softmax)
+    std::array<std::size_t, group> kept;  // keys [kept, n) of the row: ignored, never read
     const bool single = !Log && n <= simd::lanes<T>;
     std::array<batch, group> single_e;
     for (std::size_t first = 0; first < count; first += group) {
         const std::size_t size = std::min(group, count - first);
         for (std::size_t g = 0; g < size; ++g) {
             const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
+            kept[g] = std::min(n, masks.kept(first + g, n));
             batch lanes_max(neg_inf);
-            for_each_vector(rows + (first + g) * ld, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+            for_each_vector(rows + (first + g) * ld, kept[g], neg_inf, [&](std::size_t j, std::size_t part, batch v) {
                 lanes_max = xsimd::max(lanes_max, masked(v, ignore_row, additive_row, j, part));
             });
             max[g] = simd::reduce_max(lanes_max);
         }
-        // e_j = exp(s_j - max), 0 in the padding lanes (a NaN score gives a NaN sum: the row is NaN)
+        // e_j = exp(s_j - max), 0 in the padding lanes and the cut keys (a NaN score gives a NaN sum:
+        // the row is NaN)
         for (std::size_t g = 0; g < size; ++g) {
             T* row = rows + (first + g) * ld;
             const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
             if (max[g] == neg_inf) {  // every score -inf, unless a NaN hides there
-                apply_masks_row(row, n, ignore_row, additive_row);
-                const bool has_nan = std::any_of(row, row + n, [](T v) { return std::isnan(v); });
+                apply_masks_row(row, kept[g], ignore_row, additive_row);
+                const bool has_nan = std::any_of(row, row + kept[g], [](T v) { return std::isnan(v); });
                 std::fill(row, row + n, has_nan || empty == EmptyLine::nan ? std::numeric_limits<T>::quiet_NaN() : T(0));
                 continue;
             }
             batch lanes_sum(T(0));
             const batch vmax(max[g]);
-            for_each_vector(row, n, neg_inf, [&](std::size_t j, std::size_t part, batch v) {
+            for_each_vector(row, kept[g], neg_inf, [&](std::size_t j, std::size_t part, batch v) {
                 const batch e = xsimd::exp(masked(v, ignore_row, additive_row, j, part) - vmax);
                 if constexpr (!Log) {
                     if (single) single_e[g] = e;
@@ -134,6 +139,7 @@ void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, Emp
                 }
                 lanes_sum += e;
             });
+            if (!Log && !single) std::fill(row + kept[g], row + n, T(0));
             const T sum = simd::reduce_add(lanes_sum);
             shift[g] = Log ? max[g] + std::log(sum) : T(1) / sum;
         }
@@ -146,12 +152,13 @@ void softmax_rows(T* rows, std::size_t count, std::size_t n, std::size_t ld, Emp
             const batch s(shift[g]);
             if constexpr (Log) {
                 const T *ignore_row = masks.ignore(first + g), *additive_row = masks.additive(first + g);
-                for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) {
+                for_each_vector(row, kept[g], T(0), [&](std::size_t j, std::size_t part, batch v) {
                     simd::store_part(row + j, masked(v, ignore_row, additive_row, j, part) - s, part);
                 });
-            } else if (single) {
+                std::fill(row + kept[g], row + n, neg_inf - shift[g]);  // NaN in a NaN row, as masked keys
+            } else if (single) {  // single_e is 0 past kept (its lanes were loaded as -inf)
                 simd::store_part(row, single_e[g] * s, n);
-            } else {
+            } else {  // the cut keys hold 0: 0 · s, NaN in a NaN row, as masked keys
                 for_each_vector(row, n, T(0), [&](std::size_t j, std::size_t part, batch v) { simd::store_part(row + j, v * s, part); });
             }
         }
