@@ -32,6 +32,19 @@ kernels::KeyRange live_of(const std::vector<std::vector<int>>& ignore, std::size
     return masks.live_keys(first, count);
 }
 
+// masks.live_keys against live_of the same mask stored row by row (`ignore`), for every run of
+// rows, within a head and across heads.
+void check_live_keys(const kernels::ScoreMasks<double>& masks, const std::vector<std::vector<int>>& ignore) {
+    for (std::size_t first = 0; first < ignore.size(); ++first)
+        for (std::size_t count = 1; first + count <= ignore.size(); ++count) {
+            INFO("rows " << first << " + " << count);
+            const kernels::KeyRange want = live_of(ignore, first, count), got = masks.live_keys(first, count);
+            CHECK(got.begin == want.begin);
+            CHECK(got.end == want.end);
+            CHECK(got.holes == want.holes);
+        }
+}
+
 Var<double, 1> flat3(const Var<double, 3>& v) { return reshape<1>(v, {-1}); }
 
 struct Run {
@@ -113,14 +126,7 @@ TEST_CASE("ScoreMasks: a causal mask is kept as a rule, its rows and live keys t
             stored[r][j] = j > r % L + offset;
             CHECK(rule.ignores_key(r, j) == bool(stored[r][j]));
         }
-    for (std::size_t first = 0; first < heads * L; ++first)  // runs within a head and across heads
-        for (std::size_t count = 1; first + count <= heads * L; ++count) {
-            INFO("rows " << first << " + " << count);
-            const kernels::KeyRange want = live_of(stored, first, count), got = rule.live_keys(first, count);
-            CHECK(got.begin == want.begin);
-            CHECK(got.end == want.end);
-            CHECK(got.holes == want.holes);
-        }
+    check_live_keys(rule, stored);
     // merged with a stored ignore mask (a key padding: one row per head here), the rule stays a rule
     // and the rows stay one per head: the union, in O(rows / L · S)
     for (const bool rule_first : {true, false}) {
@@ -138,14 +144,7 @@ TEST_CASE("ScoreMasks: a causal mask is kept as a rule, its rows and live keys t
             merged[r][r < L ? 0 : 7] = 1;
             for (std::size_t j = 0; j < S; ++j) CHECK(both.ignores_key(r, j) == bool(merged[r][j]));
         }
-        for (std::size_t first = 0; first < heads * L; ++first)
-            for (std::size_t count = 1; first + count <= heads * L; ++count) {
-                INFO("rows " << first << " + " << count);
-                const kernels::KeyRange want = live_of(merged, first, count), got = both.live_keys(first, count);
-                CHECK(got.begin == want.begin);
-                CHECK(got.end == want.end);
-                CHECK(got.holes == want.holes);
-            }
+        check_live_keys(both, merged);
     }
 }
 
