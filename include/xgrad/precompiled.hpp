@@ -42,6 +42,7 @@
 #include "xgrad/ops/shape_concat.hpp"
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/optim/adam.hpp"
+#include "xgrad/optim/clip.hpp"
 #include "xgrad/optim/sgd.hpp"
 
 // ---- the lists: EXTERN is `extern` below and empty in lib/*.cpp; T is float or double; used
@@ -210,14 +211,15 @@
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<T>(const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, \
                                                                  std::size_t, Generator&, const nn::GenerateOptions&);
 
-// The optimizers' update loops and checks.
+// The optimizers' update loops and checks, and gradient clipping.
 #define XGRAD_PRECOMPILED_OPTIM(EXTERN, T)                                          \
     EXTERN template class optim::Optimizer<T>;                                      \
     EXTERN template class optim::detail::AdamFamily<T, optim::AdamOptions, false>;  \
     EXTERN template class optim::detail::AdamFamily<T, optim::AdamWOptions, true>;  \
     EXTERN template class optim::Adam<T>;                                           \
     EXTERN template class optim::AdamW<T>;                                          \
-    EXTERN template class optim::SGD<T>;
+    EXTERN template class optim::SGD<T>;                                            \
+    EXTERN template double optim::clip_grad_norm<T>(const std::vector<ParameterRef<T>>&, double, double, bool);
 
 // ---- the declarations, when libxgrad fits this program ----
 

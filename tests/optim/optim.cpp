@@ -3,10 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <string>
+#include <vector>
 
 #include <xtensor/xview.hpp>
 
@@ -272,6 +274,49 @@ TEST_CASE("clip_grad_norm: hand-computed, module overload, no gradients, errors"
     CHECK_THROWS_AS(optim::clip_grad_norm(toy, -1.0), value_error);
     backward(toy.w, xt::xtensor<double, 2>{{NAN, 0}});
     CHECK_THROWS_AS(optim::clip_grad_norm(toy, 1.0, 2.0, true), value_error);
+}
+
+TEST_CASE("clip_grad_norm on float gradients of many sizes: exact in double, the same on 1 and 2 threads") {
+    // Parameters of 1..40 and 300000 elements (parts of 16-element runs, one large enough to split
+    // the work over threads), every norm type; each result against a long double reference.
+    const std::vector<std::size_t> sizes{1, 7, 15, 16, 17, 33, 40, 300000};
+    for (const double norm_type : {2.0, 3.0, double(INFINITY)}) {
+        CAPTURE(norm_type);
+        std::array<std::vector<std::vector<float>>, 2> grads;  // one copy per thread count
+        for (std::size_t k = 0; k < sizes.size(); ++k) {
+            std::vector<float> g(sizes[k]);
+            for (std::size_t i = 0; i < g.size(); ++i) g[i] = float(std::sin(double(i * 7 + k)) * (1 + double(k)));
+            grads[0].push_back(g), grads[1].push_back(g);
+        }
+        long double reference = 0;
+        for (const auto& g : grads[0]) {
+            long double part = 0;
+            for (const float x : g) {
+                const long double a = std::fabs(static_cast<long double>(x));
+                part = std::isinf(norm_type) ? std::max(part, a) : part + std::pow(a, static_cast<long double>(norm_type));
+            }
+            reference = std::isinf(norm_type) ? std::max(reference, part) : reference + part;
+        }
+        if (!std::isinf(norm_type)) reference = std::pow(reference, 1 / static_cast<long double>(norm_type));
+        std::array<double, 2> totals{};
+        for (const std::size_t threads : {1, 2}) {
+            set_num_threads(threads);
+            std::vector<ParameterRef<float>> refs;
+            for (auto& g : grads[threads - 1]) {
+                ParameterRef<float> r;
+                r.size = g.size();
+                r.mutable_grad = [&g] { return g.data(); };
+                refs.push_back(r);
+            }
+            totals[threads - 1] = optim::clip_grad_norm(refs, 1.0, norm_type);
+        }
+        set_num_threads(1);
+        CHECK(std::abs(totals[0] - double(reference)) <= 1e-12 * double(reference));
+        CHECK(totals[0] == totals[1]);
+        CHECK(grads[0] == grads[1]);
+        const float coef = float(1.0 / (totals[0] + 1e-6));  // every gradient scaled by it
+        CHECK(grads[0].back()[123] == float(std::sin(double(123 * 7 + 7)) * 8) * coef);
+    }
 }
 
 TEST_CASE("WarmupCosine: hand-computed values and apply()") {
