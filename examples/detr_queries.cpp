@@ -23,8 +23,9 @@ int main() {
                                            .return_intermediate = true}, gen),
                nn::Linear<float>(C, content, gen)};
     optim::Adam<float> opt(model, {.lr = 1e-2});
+    constexpr int steps = 600, tail = 100;  // the loss of each step is on a fresh batch: judge the last 100
     float first = 0, last = 0;
-    for (int step = 0; step <= 400; ++step) {
+    for (int step = 0; step <= steps; ++step) {
         xt::xtensor<float, 4> image({B, C, H, W}), target({2, 2, B, content});  // (layer, query, B, content)
         xt::xtensor<bool, 3> mask = xt::zeros<bool>({B, H, W});
         for (auto& v : image) v = float(gen.normal());
@@ -40,8 +41,10 @@ int main() {
         backward(loss);
         opt.step();
         if (step % 100 == 0) std::cout << "step " << step << "  loss " << loss.value()() << '\n';
-        (step == 0 ? first : last) = loss.value()();
+        if (step == 0) first = loss.value()();
+        if (step > steps - tail) last += loss.value()() / tail;
         tape().clear();
     }
+    std::cout << "mean loss of the last " << tail << " steps " << last << " (step 0: " << first << ")\n";
     return last < first / 20 ? 0 : 1;
 }

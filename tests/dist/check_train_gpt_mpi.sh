@@ -24,10 +24,15 @@ opts="--text $text --n_layer 2 --n_head 2 --n_embd 32 --block_size 32 --batch_si
 [ "$(grep -c "^GPT: " "$dir/many.txt")" -eq 1 ] || fail "expected one header line (rank 0 only): $(cat "$dir/many.txt")"
 grep -q "ranks" "$dir/many.txt" || fail "the header does not say how the batch is split: $(head -n 1 "$dir/many.txt")"
 grep -q "\"world_size\": $np" "$dir/many/metrics.json" || fail "metrics.json lacks world_size $np"
+# Float32 rounding (the ranks' gradients are summed in another order) grows as training goes on,
+# and a step whose forward amplifies it (LayerNorm of a nearly constant row) may show a few 1e-4
+# relative: the first 40 steps must agree to 1e-5, every step to 1e-3. A rank that trained on the
+# wrong shard or missed a reduction differs by 1e-2 within a few steps.
 paste -d, "$dir/one/loss.csv" "$dir/many/loss.csv" | awk -F, -v np="$np" '
-  NR > 2 { d = $2 - $7; if (d < 0) d = -d; r = d / $2; if (r > worst) { worst = r; at = $1 } }
-  END { printf "train gpt, loss of %d ranks against 1 process: largest relative difference %.2e (step %d)\n", np, worst, at
-        if (worst > 1e-4) exit 1 }' || fail "the loss curves differ beyond float32 rounding"
+  NR > 2 { d = $2 - $7; if (d < 0) d = -d; r = d / $2; if (r > worst) { worst = r; at = $1 }
+           if ($1 <= 40 && r > early) early = r }
+  END { printf "train gpt, loss of %d ranks against 1 process: largest relative difference %.2e in steps 1-40, %.2e in all (step %d)\n", np, early, worst, at
+        if (early > 1e-5 || worst > 1e-3) exit 1 }' || fail "the loss curves differ beyond float32 rounding"
 
 # shellcheck disable=SC2086
 "$mpirun_sh" -np "$np" "$xgrad" train gpt $opts --max_iters 40 --out "$dir/half" > /dev/null

@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <string>
+#include <vector>
 
 #include <xtensor/xnpy.hpp>
 
@@ -145,6 +147,40 @@ TEST_CASE("Generator: same seed, same sequence") {
     a.manual_seed(42);
     CHECK(a.uniform() == first);
     CHECK(a.initial_seed() == 42);
+}
+
+TEST_CASE("Generator::normal fills: Box-Muller on the generator's uniforms, pair by pair, and normal_ uses it") {
+    // Element 2k and 2k+1 from the k-th pair of uniforms (u1, u2): against the formula in long double
+    // with the same uniforms, for lengths that end inside, at and past a 32-element block.
+    for (const std::size_t n : {1, 2, 31, 32, 33, 100}) {
+        CAPTURE(n);
+        Generator fill(11), formula(11);
+        std::vector<double> values(n);
+        fill.normal(values.data(), n, 0.5, 3.0);
+        for (std::size_t k = 0; 2 * k < n; ++k) {
+            const long double u1 = 1 - static_cast<long double>(formula.uniform());
+            const long double theta = 2 * std::numbers::pi_v<long double> * static_cast<long double>(formula.uniform());
+            const long double r = 3 * std::sqrt(-2 * std::log(u1));
+            CHECK(std::abs(values[2 * k] - double(0.5 + r * std::cos(theta))) <= 1e-13 * (1 + std::abs(values[2 * k])));
+            if (2 * k + 1 < n)
+                CHECK(std::abs(values[2 * k + 1] - double(0.5 + r * std::sin(theta))) <= 1e-13 * (1 + std::abs(values[2 * k + 1])));
+        }
+        Generator again(11);
+        std::vector<float> as_float(n);
+        again.normal(as_float.data(), n, 0.5, 3.0);
+        for (std::size_t i = 0; i < n; ++i) CHECK(as_float[i] == float(values[i]));
+    }
+    // The moments of 2^20 draws: mean, variance and kurtosis within 6 standard errors of N(0, 1)'s.
+    constexpr std::size_t n = 1 << 20;
+    Var<double, 1> p = parameter(xt::xtensor<double, 1>::from_shape({n}));
+    Generator gen(3);
+    init::normal_(p, 0, 1, gen);
+    double mean = 0, var = 0, fourth = 0;
+    for (const double x : p.value()) mean += x, var += x * x, fourth += x * x * x * x;
+    mean /= n, var /= n, fourth /= n;
+    CHECK(std::abs(mean) < 6 * std::sqrt(1.0 / n));
+    CHECK(std::abs(var - 1) < 6 * std::sqrt(2.0 / n));
+    CHECK(std::abs(fourth - 3) < 6 * std::sqrt(96.0 / n));
 }
 
 TEST_CASE("dropout: binomial fraction of zeros, overall, per word of the Philox block and in adjacent pairs") {

@@ -37,7 +37,7 @@ void normal_(Var<T, N>& p, double mean, double std, Generator& gen) {
     if (!(std::isfinite(mean) && std::isfinite(std) && std >= 0))
         throw value_error("normal_: needs a finite mean and a finite std >= 0, got mean " + std::to_string(mean) +
                           " and std " + std::to_string(std) + " for a parameter of shape " + shape_str(p.shape()));
-    for (auto& v : p.value()) v = T(mean + std * gen.normal());
+    gen.normal(p.value().data(), p.size(), mean, std);
 }
 template <Real T, std::size_t N>
 void constant_(Var<T, N>& p, double value) {
