@@ -132,6 +132,34 @@ TEST_CASE("Autocast: a node keeps the precision it was recorded in for its backw
     tape().clear();
 }
 
+TEST_CASE("Autocast: linear without a backward (NoGrad) rounds as the recorded node does, bit for bit") {
+    // the recorded node keeps its rounded X and W for backward; under NoGrad they are rounded into
+    // kernels::gemm's per-thread buffers: the same operands, the same product
+    if (!bfloat16_here()) return;
+    const auto x = parameter(xt::xtensor<float, 3>(randn<3>(std::array<std::size_t, 3>{3, 16, 32}, 4)));
+    const auto w = parameter(xt::xtensor<float, 2>(randn<2>(std::array<std::size_t, 2>{24, 32}, 5)));
+    const auto b = parameter(xt::xtensor<float, 1>(randn<1>(std::array<std::size_t, 1>{24}, 6)));
+    const auto r = parameter(xt::xtensor<float, 3>(randn<3>(std::array<std::size_t, 3>{3, 16, 24}, 7)));
+    Autocast autocast(MatmulPrecision::bfloat16);
+    const Var<float, 3> recorded = linear(x, w, b), recorded_gelu = linear(x, w, b, LinearActivation::gelu),
+                        recorded_add = linear_add(r, x, w, b);
+    REQUIRE(recorded.requires_grad());
+    const NoGrad no_grad;
+    for (int call = 0; call < 2; ++call) {  // the second call reuses the per-thread buffers
+        const Var<float, 3> free = linear(x, w, b);
+        CHECK(!free.requires_grad());
+        CHECK(free.value() == recorded.value());
+        CHECK(linear(x, w, b, LinearActivation::gelu).value() == recorded_gelu.value());
+        CHECK(linear_add(r, x, w, b).value() == recorded_add.value());
+    }
+    const Var<float, 3> in_float32 = [&] {
+        Autocast off(MatmulPrecision::float32);
+        return linear(x, w, b);
+    }();
+    CHECK(xt::amax(xt::abs(in_float32.value() - recorded.value()))() > 1e-3);  // bfloat16 operands did round
+    tape().clear();
+}
+
 TEST_CASE("Autocast reaches xgrad's worker threads: a parallel loop's chunks run in the caller's precision") {
     if (!bfloat16_here()) return;
     set_num_threads(2);

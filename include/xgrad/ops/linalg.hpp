@@ -141,8 +141,9 @@ public:
     std::size_t rows = 0, in = 0, out = 0;
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
-    // Under MatmulPrecision::bfloat16 (float only): X and W rounded once in forward, read again by
-    // backward with dY's rounded copies (kernels::RoundedMatrix); `rounded` says forward made them.
+    // Under MatmulPrecision::bfloat16 (float only), when the node will run backward: X and W rounded
+    // once in forward, read again by backward with dY's rounded copies (kernels::RoundedMatrix);
+    // `rounded` says forward made them.
     struct Rounded {
         kernels::RoundedMatrix x, weight, dy, dy_t;
     };
@@ -179,7 +180,9 @@ public:
         const T* b = bias ? bias.value().data() : nullptr;
         const T beta = residual ? T(1) : T(0);
         if (residual) std::copy(residual.value().begin(), residual.value().end(), this->value.begin());
-        rounded = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
+        // a node no backward will visit (NoGrad, inference) rounds into kernels::gemm's per-thread
+        // buffers instead of allocating copies of its own on every call (token-by-token generation)
+        rounded = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16 && this->requires_grad;
         if constexpr (std::is_same_v<T, float>) {
             if (rounded) {
                 Rounded& r = rounded_operands;
