@@ -64,8 +64,10 @@ public:
     // n draws of N(mean, stddev²) into out, what initializers fill whole tensors with: Box-Muller with
     // both values of each pair of uniforms (u1, u2) taken, element 2k = r_k·cos θ_k and 2k+1 =
     // r_k·sin θ_k, the logarithms, square roots and sines of 16 pairs at a time in SIMD (a GPT-2
-    // 124M initializes in 0.5 s instead of 3.4 with normal() per element). The same uniforms go to
-    // the same elements on every machine; the functions round as xsimd's (within an ulp of libm's).
+    // 124M initializes in 0.5 s instead of 3.4 with normal() per element). A call takes whole
+    // blocks of 16 pairs: 32·⌈n/32⌉ uniforms. The same uniforms go to the same elements on every
+    // machine; the functions round as xsimd's (within an ulp of libm's; the last bit of a double
+    // may differ between instruction sets).
     template <class T>
     void normal(T* out, std::size_t n, double mean, double stddev);
     // The whole state (the seed, then the engine's words) as numbers, for checkpoints: a generator
