@@ -132,6 +132,44 @@ TEST_CASE("Autocast: a node keeps the precision it was recorded in for its backw
     tape().clear();
 }
 
+TEST_CASE("Autocast: a Linear's pooled copies of X and W and its per-thread copies of dY serve every step") {
+    // Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X against kernels::gemm's bfloat16 products, step after step:
+    // each step's node takes the buffers the previous step's gave back (stale content), of the
+    // same size or another
+    if (!bfloat16_here()) return;
+    using kernels::Op;
+    const std::array<std::array<std::size_t, 3>, 4> shapes{{{16, 32, 24}, {16, 32, 24}, {8, 40, 12}, {16, 32, 24}}};
+    for (std::size_t step = 0; step < shapes.size(); ++step) {
+        const auto [rows, in, out] = shapes[step];
+        const std::uint64_t seed = 10 + 3 * step;
+        const xt::xtensor<float, 2> xv = randn<2>(std::array<std::size_t, 2>{rows, in}, seed),
+                                    wv = randn<2>(std::array<std::size_t, 2>{out, in}, seed + 1),
+                                    dy = randn<2>(std::array<std::size_t, 2>{rows, out}, seed + 2);
+        xt::xtensor<float, 2> y_ref = xt::zeros<float>(dy.shape()), dx_ref = xt::zeros<float>(xv.shape()),
+                              dw_ref = xt::zeros<float>(wv.shape());
+        {
+            detail::MatmulPrecisionScope bf16(MatmulPrecision::bfloat16);
+            kernels::gemm(Op::none, Op::trans, rows, out, in, 1.0f, xv.data(), wv.data(), 0.0f, y_ref.data());
+            kernels::gemm(Op::none, Op::none, rows, in, out, 1.0f, dy.data(), wv.data(), 0.0f, dx_ref.data());
+            kernels::gemm(Op::trans, Op::none, out, in, rows, 1.0f, dy.data(), xv.data(), 0.0f, dw_ref.data());
+        }
+        auto x = parameter(xv), w = parameter(wv);
+        Var<float, 2> y;
+        {
+            Autocast autocast(MatmulPrecision::bfloat16);
+            y = linear(x, w);
+        }
+        backward(y, dy);
+        INFO("step " << step);
+        CHECK(y.value() == y_ref);
+        CHECK(x.grad() == dx_ref);
+        CHECK(w.grad() == dw_ref);
+        CHECK(xt::amax(xt::abs(dw_ref))() > 1.0f);
+        y = Var<float, 2>();
+        tape().clear();  // the node and its pooled copies go
+    }
+}
+
 TEST_CASE("Autocast: linear without a backward (NoGrad) rounds as the recorded node does, bit for bit") {
     // the recorded node keeps its rounded X and W for backward; under NoGrad they are rounded into
     // kernels::gemm's per-thread buffers: the same operands, the same product

@@ -142,10 +142,10 @@ public:
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
     // Under MatmulPrecision::bfloat16 (float only), when the node will run backward: X and W rounded
-    // once in forward, read again by backward with dY's rounded copies (kernels::RoundedMatrix);
-    // `rounded` says forward made them.
+    // once in forward (into pooled buffers, kernels::RoundedMatrix), read again by backward with dY's
+    // rounded copies; `rounded` says forward made them.
     struct Rounded {
-        kernels::RoundedMatrix x, weight, dy, dy_t;
+        kernels::RoundedMatrix x{true}, weight{true};
     };
     std::conditional_t<std::is_same_v<T, float>, Rounded, std::monostate> rounded_operands;
     bool rounded = false;
@@ -247,15 +247,16 @@ public:
     // The same two products on the rounded X and W of forward and dY rounded here (float only).
     void backward_rounded(const T* gy) {
         Rounded& r = rounded_operands;
+        thread_local kernels::RoundedMatrix dy, dy_t;  // dY's copies live only in this backward
         if (x.requires_grad()) {  // dX (rows,in) = dY (rows,out) · W (out,in) + beta · dX
             const auto [gx, beta] = x.node()->grad_target();
-            r.dy.round(gy, false, rows, out, out);
-            kernels::gemm_rounded(r.dy, r.weight, false, 1.0f, beta, gx, in);
+            dy.round(gy, false, rows, out, out);
+            kernels::gemm_rounded(dy, r.weight, false, 1.0f, beta, gx, in);
         }
         if (weight.requires_grad()) {  // dW (out,in) = dYᵀ (out,rows) · X (rows,in) + beta · dW
             const auto [gw, beta] = weight.node()->grad_target();
-            r.dy_t.round(gy, true, out, rows, out);
-            kernels::gemm_rounded(r.dy_t, r.x, false, 1.0f, beta, gw, in);
+            dy_t.round(gy, true, out, rows, out);
+            kernels::gemm_rounded(dy_t, r.x, false, 1.0f, beta, gw, in);
         }
         bias_backward(gy);
     }
