@@ -37,6 +37,32 @@ TEST_CASE("to_bfloat16 rounds to nearest even, keeps NaN and infinity, overflows
     CHECK(to_float(to_bfloat16(0.1f)) == doctest::Approx(0.1).epsilon(0x1p-9));
 }
 
+TEST_CASE("to_bfloat16 on matrices, 16 at a time and transposed: each element as the scalar rounding") {
+    // rows of 1..40 (vector bodies and tails), ld past the width; ties, NaN, infinities, denormals
+    const std::vector<float> specials{1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::max(), std::bit_cast<float>(0x7f800001u),
+                                      std::numeric_limits<float>::denorm_min(), -0.0f};
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    for (std::size_t cols = 1; cols <= 40; ++cols) {
+        const std::size_t rows = 3 + cols % 17, ld = cols + 5;
+        std::vector<float> src(rows * ld);
+        for (std::size_t i = 0; i < src.size(); ++i) src[i] = i % 5 == 0 ? specials[i / 5 % specials.size()] : normal(rng);
+        std::vector<kernels::bfloat16> packed(rows * cols), transposed(rows * cols);
+        kernels::to_bfloat16(src.data(), rows, cols, ld, packed.data());
+        // the transpose of src read as (rows, cols) is its (cols, rows) transposed matrix
+        kernels::to_bfloat16_transposed(src.data(), rows, cols, ld, transposed.data());
+        std::size_t wrong = 0;
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t c = 0; c < cols; ++c) {
+                const std::uint16_t expected = bits(src[r * ld + c]);
+                wrong += packed[r * cols + c].bits != expected;
+                wrong += transposed[c * rows + r].bits != expected;
+            }
+        CHECK_MESSAGE(wrong == 0, "cols " << cols);
+    }
+}
+
 bool bfloat16_here() {
     const std::string why = bfloat16_unsupported();
     if (!why.empty()) MESSAGE("bfloat16 not tested on this machine: " << why);
