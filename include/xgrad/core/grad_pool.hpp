@@ -41,12 +41,11 @@ private:
     std::unordered_map<std::size_t, std::vector<Storage>> free_;
 };
 
-// One pool per storage type, for the process; never destroyed, so an owner destroyed during the
-// program's exit (a static holding a tape node) can still give its buffer back.
+// One pool per storage type, for the process.
 template <class Storage>
 GradPool<Storage>& grad_pool() {
-    static auto* const pool = new GradPool<Storage>;
-    return *pool;
+    static GradPool<Storage> pool;
+    return pool;
 }
 
 // A buffer of `size` elements from the pool for a scope: an op's backward scratch the size of a

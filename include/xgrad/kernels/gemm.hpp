@@ -15,11 +15,9 @@
 #include <memory>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "xgrad/core/error.hpp"
-#include "xgrad/core/grad_pool.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/precision.hpp"
 #include "xgrad/kernels/gemm_choice.hpp"
@@ -110,66 +108,32 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
 
 // ---- bfloat16 operands (MatmulPrecision::bfloat16) ----
 
-// A bfloat16 buffer that core/grad_pool.hpp can pool (moving one out leaves it empty).
-class BfloatBuffer {
-public:
-    BfloatBuffer() = default;
-    BfloatBuffer(BfloatBuffer&& other) noexcept
-        : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {}
-    BfloatBuffer& operator=(BfloatBuffer&& other) noexcept {
-        data_ = std::move(other.data_);
-        size_ = std::exchange(other.size_, 0);
-        return *this;
-    }
-    std::size_t size() const { return size_; }
-    void resize(std::size_t n) {  // the content is not kept
-        data_ = std::make_unique_for_overwrite<bfloat16[]>(n);
-        size_ = n;
-    }
-    bfloat16* data() const { return data_.get(); }
-
-private:
-    std::unique_ptr<bfloat16[]> data_;
-    std::size_t size_ = 0;
-};
-
 // A float matrix rounded to bfloat16 and packed, kept by its owner for several products: a Linear
 // rounds X and W once in forward and multiplies the same copies again in backward, as
 // torch.autocast keeps its casts. Growing storage: no allocation once it has held the largest.
-// A pooled one (a tape node's, made anew every step) takes its buffer from the process's pool and
-// gives it back when destroyed, so a steady step writes no freshly mapped pages (GPT-2's lm_head
-// weight alone is a 77 MB copy).
 class RoundedMatrix {
 public:
-    explicit RoundedMatrix(bool pooled = false) : pooled_(pooled) {}
-    ~RoundedMatrix() {
-        if (pooled_) xgrad::detail::grad_pool<BfloatBuffer>().give(buffer_);
-    }
-    RoundedMatrix(const RoundedMatrix&) = delete;
-    RoundedMatrix& operator=(const RoundedMatrix&) = delete;
-
     // This = op(M) (rows, cols) of M stored (rows, cols), or (cols, rows) when `transposed`, ld
     // apart; rounded on xgrad's threads.
     void round(const float* stored, bool transposed, std::size_t rows, std::size_t cols, std::size_t ld) {
-        if (rows * cols > buffer_.size()) {
-            if (pooled_) xgrad::detail::grad_pool<BfloatBuffer>().take(buffer_, rows * cols);
-            else buffer_.resize(rows * cols);
+        if (rows * cols > capacity_) {
+            data_ = std::make_unique_for_overwrite<bfloat16[]>(rows * cols);
+            capacity_ = rows * cols;
         }
         rows_ = rows, cols_ = cols;
-        bfloat16* packed = buffer_.data();
+        bfloat16* packed = data_.get();
         parallel_for(rows, 4.0 * double(rows) * double(cols), [&](std::size_t begin, std::size_t end) {
             if (transposed) to_bfloat16_transposed(stored + begin, cols, end - begin, ld, packed + begin * cols);
             else to_bfloat16(stored + begin * ld, end - begin, cols, ld, packed + begin * cols);
         });
     }
-    const bfloat16* data() const { return buffer_.data(); }
+    const bfloat16* data() const { return data_.get(); }
     std::size_t rows() const { return rows_; }
     std::size_t cols() const { return cols_; }
 
 private:
-    BfloatBuffer buffer_;
-    std::size_t rows_ = 0, cols_ = 0;
-    bool pooled_;
+    std::unique_ptr<bfloat16[]> data_;
+    std::size_t capacity_ = 0, rows_ = 0, cols_ = 0;
 };
 
 // C (m,n) = alpha · A (m,k) · op(B) + beta · C (+ bias (n) on every row), A and B rounded before:

@@ -142,10 +142,10 @@ public:
     LinearActivation activation = LinearActivation::none;
     std::vector<T> pre;  // gelu forms: the GEMM's output before the activation (relu's derivative reads y)
     // Under MatmulPrecision::bfloat16 (float only), when the node will run backward: X and W rounded
-    // once in forward (into pooled buffers, kernels::RoundedMatrix), read again by backward with dY's
-    // rounded copies; `rounded` says forward made them.
+    // once in forward (kernels::RoundedMatrix, kept with the node as the tape reuses it), read again
+    // by backward with dY's rounded copies; `rounded` says forward made them.
     struct Rounded {
-        kernels::RoundedMatrix x{true}, weight{true};
+        kernels::RoundedMatrix x, weight;
     };
     std::conditional_t<std::is_same_v<T, float>, Rounded, std::monostate> rounded_operands;
     bool rounded = false;
