@@ -1,10 +1,13 @@
 // Every GEMM of the MultiheadAttention training step (src/workloads/mha.hpp) and of a GPT step
 // (src/workloads/gpt.hpp) timed on each GEMM back end of this build (kernels/gemm_backends.hpp:
-// xgrad's kernel, OpenBLAS, oneDNN), alternately in one process, one thread:
+// xgrad's kernel, OpenBLAS, oneDNN) as kernels::gemm runs them (oneDNN in panels of 128 rows or
+// columns), alternately in one process, one thread:
 //   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base gpt gpt2"] [--reps R]
-// Prints a markdown table: median µs of each back end, each one's time over the fastest, and the
-// largest relative difference from the first back end's result. kernels::gemm measures the same
-// thing at run time to choose (kernels/gemm_choice.hpp).
+// Prints a markdown table: median µs of each back end, each one's time over the fastest, the back
+// end kernels::gemm runs for that shape on this CPU (its choice for the shape class, kernels/
+// gemm_choice.hpp: from the shared choice file, or measured now) and its time over the fastest,
+// and the largest relative difference from the first back end's result; then how many products
+// the choice runs at 0.95 or more of the fastest back end's rate.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,7 +22,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "xgrad/kernels/gemm_backends.hpp"
+#include "xgrad/kernels/gemm.hpp"
 
 namespace {
 
@@ -66,10 +69,11 @@ std::vector<Shape> gpt_shapes_of(std::array<std::size_t, 5> c) {
 
 using Clock = std::chrono::steady_clock;
 
+// As kernels::gemm runs a product on `backend` (on one thread: one call, or oneDNN's panels of 128).
 template <class T>
 void run_backend(xgrad::kernels::GemmBackend backend, const Shape& s, const T* a, const T* b, T* c) {
-    xgrad::kernels::gemm_block(backend, s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k, b,
-                               s.b_trans ? s.k : s.n, T(0), c, s.n, static_cast<const T*>(nullptr));
+    xgrad::kernels::detail::gemm_blocks(backend, s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k,
+                                        b, s.b_trans ? s.k : s.n, T(0), c, s.n, static_cast<const T*>(nullptr));
 }
 
 template <class T>
@@ -82,9 +86,12 @@ void run(const std::vector<std::string>& names, int reps) {
     std::uniform_real_distribution<double> uniform(-1, 1);
     std::printf("| config | shape (m, n, k) | op |");
     for (GemmBackend b : backends) std::printf(" %s µs (/ fastest) |", xgrad::kernels::backend_name(b));
-    std::printf(" GFLOP/s of the fastest | max rel diff |\n|---|---|---|");
-    for (std::size_t i = 0; i < backends.size() + 2; ++i) std::printf("---|");
+    std::printf(" GFLOP/s of the fastest | chosen (/ fastest) | max rel diff |\n|---|---|---|");
+    for (std::size_t i = 0; i < backends.size() + 3; ++i) std::printf("---|");
     std::printf("\n");
+    int products = 0, near_fastest = 0;
+    double worst = 0;
+    std::string worst_shape;
     for (const auto& name : names) {
         const std::vector<Shape> shapes =
             configs.count(name) ? shapes_of(configs.at(name)) : gpt_shapes_of(gpt_configs.at(name));
@@ -115,12 +122,33 @@ void run(const std::vector<std::string>& names, int reps) {
                 medians.push_back(t[t.size() / 2]);
             }
             const double fastest = *std::min_element(medians.begin(), medians.end());
+            const GemmBackend chosen = xgrad::kernels::GemmChoices::instance().choose<T>(
+                xgrad::kernels::gemm_class<T>(s.a_trans, s.b_trans, s.m, s.n, s.k), [&](GemmBackend candidate) {
+                    std::vector<T> scratch(s.m * s.n);
+                    const auto t0 = Clock::now();
+                    run_backend(candidate, s, a.data(), b.data(), scratch.data());
+                    return std::chrono::duration<double>(Clock::now() - t0).count();
+                });
+            const double chosen_ratio =
+                medians[std::size_t(std::find(backends.begin(), backends.end(), chosen) - backends.begin())] / fastest;
+            ++products;
+            near_fastest += chosen_ratio <= 1 / 0.95;
+            if (chosen_ratio > worst) {
+                worst = chosen_ratio;
+                std::ostringstream where;
+                where << name << " " << s.where << " (" << s.m << ", " << s.n << ", " << s.k << ")";
+                worst_shape = where.str();
+            }
             std::printf("| %s | %zu, %zu, %zu | %s%s %s |", name.c_str(), s.m, s.n, s.k, s.a_trans ? "T" : "N",
                         s.b_trans ? "T" : "N", s.where);
             for (double m : medians) std::printf(" %.2f (%.2f) |", m, m / fastest);
-            std::printf(" %.1f | %.1e |\n", flops / fastest * 1e-3, scale > 0 ? diff / scale : 0.0);
+            std::printf(" %.1f | %s (%.2f) | %.1e |\n", flops / fastest * 1e-3, xgrad::kernels::backend_name(chosen),
+                        chosen_ratio, scale > 0 ? diff / scale : 0.0);
         }
     }
+    std::printf("\nkernels::gemm's choice runs %d of %d products at 0.95 or more of the fastest back end's rate;"
+                " the slowest at %.2f of the fastest's time: %s\n",
+                near_fastest, products, worst, worst_shape.c_str());
 }
 
 }  // namespace
