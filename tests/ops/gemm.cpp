@@ -192,7 +192,7 @@ TEST_CASE("GEMM back end choice: the fastest by 3 %, shared through the cache fi
         std::ifstream file(first.file());
         std::string header;
         std::getline(file, header);
-        CHECK(header.rfind("# gemm choices v2;", 0) == 0);  // what the file's name is a hash of
+        CHECK(header.rfind("# gemm choices v3;", 0) == 0);  // what the file's name is a hash of
         std::filesystem::remove_all(dir);
     }
     SUBCASE("XGRAD_GEMM: forced without measuring; double falls back to measuring; bad names throw") {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <compare>
 #include <cstdint>
 #include <cstdlib>
@@ -103,13 +104,7 @@ public:
             if (const auto recorded = from_file(cls); recorded && backend_available<T>(*recorded)) {
                 best = *recorded;
             } else {
-                std::vector<double> fastest(candidates.size(), std::numeric_limits<double>::infinity());
-                double first = 0;
-                for (GemmBackend b : candidates) first = std::max(first, seconds_with(b));  // warms each up
-                const int rounds = first > 0.03 ? 1 : 3;  // a long product needs no repeats
-                for (int r = 0; r < rounds; ++r)
-                    for (std::size_t i = 0; i < candidates.size(); ++i)
-                        fastest[i] = std::min(fastest[i], seconds_with(candidates[i]));
+                const std::vector<double> fastest = best_times(candidates, seconds_with);
                 // In the order xgrad, openblas, onednn, a later one must be 3 % faster to be chosen:
                 // noise does not flip choices, and oneDNN (whose calls allocate) wins only clearly.
                 std::size_t pick = 0;
@@ -133,6 +128,29 @@ public:
     const std::filesystem::path& file() const { return file_; }
 
 private:
+    // Each candidate's best time for one product. A first call each warms it up (oneDNN builds its
+    // kernel then); a second estimates it. Then samples of at least 50 µs each (a short product is
+    // repeated within a sample, as timer ticks and one interrupt would swamp one call), interleaved
+    // across the candidates so a slow phase of a shared machine hits all of them: 5 samples for a
+    // product under 1 ms, 3 under 30 ms, else 2 (the estimate counts as one).
+    template <class Time>
+    static std::vector<double> best_times(const std::vector<GemmBackend>& candidates, Time& seconds_with) {
+        for (GemmBackend b : candidates) seconds_with(b);
+        std::vector<double> best(candidates.size());
+        for (std::size_t i = 0; i < candidates.size(); ++i) best[i] = seconds_with(candidates[i]);
+        const double shortest = *std::min_element(best.begin(), best.end()),
+                     longest = *std::max_element(best.begin(), best.end());
+        const int samples = longest < 1e-3 ? 4 : longest < 0.03 ? 2 : 1;
+        const int repeats = int(std::clamp(std::ceil(50e-6 / std::max(shortest, 1e-9)), 1.0, 1000.0));
+        for (int s = 0; s < samples; ++s)
+            for (std::size_t i = 0; i < candidates.size(); ++i) {
+                double total = 0;
+                for (int r = 0; r < repeats; ++r) total += seconds_with(candidates[i]);
+                best[i] = std::min(best[i], total / repeats);
+            }
+        return best;
+    }
+
     mutable std::mutex mutex_;
     std::map<GemmClass, GemmBackend> chosen_;
     std::optional<GemmBackend> forced_;
@@ -141,10 +159,11 @@ private:
 
     // What the choices depend on: the CPU (its family, model and feature flags: a VM may name every
     // EPYC alike), this build's SIMD level and optimization, OpenBLAS's build and oneDNN's version; and a
-    // version of how xgrad feeds the back ends (v2: oneDNN in fixed panels), so older choices go.
+    // version of how xgrad feeds and times the back ends (v2: oneDNN in fixed panels; v3: repeated
+    // samples), so older choices go.
     static std::string identity() {
         std::ifstream cpuinfo("/proc/cpuinfo");
-        std::string line, out = "gemm choices v2;";
+        std::string line, out = "gemm choices v3;";
         int fields = 0;
         while (fields < 4 && std::getline(cpuinfo, line))
             for (const char* key : {"vendor_id", "cpu family", "model\t", "flags"})
