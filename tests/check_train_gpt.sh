@@ -77,3 +77,17 @@ expect_error "resume with another model" "the checkpoint was made with n_embd=32
 [ ! -e "$dir/e" ] || fail "a refused resume left an output folder"
 expect_error "n_head not dividing n_embd" "n_head: must divide --n_embd 32" \
   env HEADS=3 sh -c '. "$0"; run "$@"' "$dir/run.sh" "$dir/f" 10
+
+# examples/words_twice.py (docs/gpt.md, section 6): every line is a phrase written twice, the same
+# seed gives the same file, and train gpt learns from it
+words=$(dirname "$0")/../examples/words_twice.py
+/usr/bin/python3 "$words" "$dir/twice.txt" --chars 200000 --seed 3 > /dev/null
+/usr/bin/python3 "$words" "$dir/twice2.txt" --chars 200000 --seed 3 > /dev/null
+cmp "$dir/twice.txt" "$dir/twice2.txt" || fail "words_twice.py: the same seed gave another text"
+awk '{ n = split($0, halves, ", "); words = split(halves[1], w, " ")
+  if (n != 2 || halves[1] "." != halves[2] || halves[1] !~ /^[a-z ]+$/ || words < 3 || words > 6) bad++ }
+  END { exit !(NR > 3000 && bad == 0) }' "$dir/twice.txt" || fail "words_twice.py: a line is not a phrase written twice"
+"$xgrad" train gpt --text "$dir/twice.txt" --n_layer 1 --n_head 2 --n_embd 32 --block_size 32 --batch_size 8 \
+  --max_iters 20 --eval_interval 20 --eval_iters 2 --threads 1 --quiet --out "$dir/words"
+[ -s "$dir/words/checkpoint.npz" ] || fail "train gpt on words_twice.py's text wrote no checkpoint"
+echo "ok words_twice.py: $(wc -l < "$dir/twice.txt") lines, each a phrase written twice"
