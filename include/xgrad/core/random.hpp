@@ -111,7 +111,7 @@ void Generator::normal(T* out, std::size_t n, double mean, double stddev) {
         for (std::size_t k = 0; k < pairs; ++k) u1[k] = 1.0 - uniform(), u2[k] = uniform();  // u1 in (0, 1]
         for (std::size_t k = 0; k < pairs; k += W) {
             const auto [s, c] = xsimd::sincos(Vec(6.283185307179586) * Vec::load_aligned(&u2[k]));
-            (Vec(stddev) * xsimd::sqrt(Vec(-2.0) * xsimd::log(Vec::load_aligned(&u1[k])))).store_aligned(&r[k]);
+            (Vec(stddev) * xsimd::sqrt(Vec(-2.0) * simd::log(Vec::load_aligned(&u1[k])))).store_aligned(&r[k]);
             c.store_aligned(&cos_theta[k]), s.store_aligned(&sin_theta[k]);
         }
         const std::size_t count = std::min(2 * pairs, n - first);  // the last block may stop early

@@ -87,4 +87,18 @@ template <class T>
     return xsimd::hadd(v);
 }
 
+// The natural log of each lane: xsimd's. On AVX-512BW it runs as AVX-512DQ, which AVX-512BW
+// inherits everything this uses from (the same code, the same results): xsimd 8.1's AVX-512BW
+// select on 64-bit integer lanes, which its log of doubles takes, does not compile at -O0 under
+// g++ 12 (it casts the batch to __v64qi inside an intrinsic that is a macro when not optimizing).
+template <class T>
+[[gnu::always_inline]] inline Vec<T> log(Vec<T> v) {
+#if defined(__AVX512BW__)
+    if constexpr (std::is_same_v<typename Vec<T>::arch_type, xsimd::avx512bw>)
+        return Vec<T>(xsimd::log(xsimd::batch<T, xsimd::avx512dq>(v.data)).data);
+    else
+#endif
+        return xsimd::log(v);
+}
+
 }  // namespace xgrad::simd
