@@ -217,9 +217,8 @@ template <std::size_t C, Real T>
     else simd::store_part(at, v, part);
 }
 
-// log of each lane with std::log: once per column group, so no loss; and xsimd 8's own log does
-// not compile at -O0 with AVX-512BW under g++ 12 (its select on 64-bit integer lanes casts a batch
-// to __v64qi inside an intrinsic that is a macro when not optimizing).
+// log of each lane with std::log: once per
+// column group, so it costs nothing against simd::log.
 template <Real T>
 simd::Vec<T> lanewise_log(simd::Vec<T> v) {
     alignas(64) T lanes[simd::lanes<T>];
