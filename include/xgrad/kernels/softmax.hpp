@@ -217,8 +217,7 @@ template <std::size_t C, Real T>
     else simd::store_part(at, v, part);
 }
 
-// log of each lane with std::log: once per
-// column group, so it costs nothing against simd::log.
+// log of each lane with std::log: once per column group, so it costs nothing against simd::log.
 template <Real T>
 simd::Vec<T> lanewise_log(simd::Vec<T> v) {
     alignas(64) T lanes[simd::lanes<T>];
