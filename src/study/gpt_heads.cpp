@@ -68,19 +68,10 @@ GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows
         auto& proj = model.transformer.h[l].attn.c_proj.weight.value();
         for (std::size_t h = 0; h < H; ++h) {
             const auto& w = repeat_weights[l];
-            double induction = 0;
-            for (std::size_t n = 0; n < N; ++n)
-                for (std::size_t k = 0; k + 1 < R; ++k) induction += w(n, h, R + k, k + 1);
-            induction /= double(N * (R - 1));
-            double previous = 0;  // mean weight on key i - 1 (queries i >= 1)
-            for (std::size_t n = 0; n < N; ++n)
-                for (std::size_t i = 1; i < T; ++i) previous += text_weights[l](n, h, i, i - 1);
-            previous /= double(N * (T - 1));
+            const double previous = previous_token_score(text_weights[l], h), induction = induction_score(w, h, R);
             HeadReport r;
             r.layer = l, r.head = h, r.scores = scores[h];
-            r.label = induction >= 0.3 && induction > previous ? "induction"
-                      : previous >= 0.5                     ? "previous token"
-                                                             : head_label(scores[h], 0);
+            r.label = gpt_head_label(scores[h], previous, induction);
             r.previous_token = previous, r.induction = induction;
             auto columns = xt::view(proj, xt::all(), xt::range(h * D, h * D + D));  // the head's share of c_proj
             const xt::xtensor<float, 2> saved = columns;

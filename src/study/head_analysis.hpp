@@ -90,4 +90,33 @@ std::vector<HeadScores> score_heads(const W& w, bool causal, long copy_length) {
     return out;
 }
 
+// A GPT head's two scores (study/gpt_heads.cpp), from its weights w (N, H, T, T) on N sequences:
+//   previous-token score  on text: the mean over queries i >= 1 of the weight on key i - 1
+//   induction score       (Olsson et al. 2022) on random tokens r_0 .. r_{R-1} written twice: the
+//                         mean over k < R - 1 of the weight from query R + k (r_k's second
+//                         occurrence) to key k + 1 (what followed r_k the first time)
+template <class W>
+double previous_token_score(const W& w, std::size_t h) {
+    const std::size_t N = w.shape(0), T = w.shape(2);
+    double sum = 0;
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t i = 1; i < T; ++i) sum += w(n, h, i, i - 1);
+    return T > 1 ? sum / double(N * (T - 1)) : 0;
+}
+template <class W>
+double induction_score(const W& w, std::size_t h, std::size_t R) {
+    const std::size_t N = w.shape(0);
+    double sum = 0;
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t k = 0; k + 1 < R; ++k) sum += w(n, h, R + k, k + 1);
+    return R > 1 ? sum / double(N * (R - 1)) : 0;
+}
+// "induction" at an induction score of 0.3 or more (and above its previous-token score: a
+// previous-token head also scores on the repeat's first key), "previous token" at 0.5, else as above.
+inline std::string gpt_head_label(const HeadScores& s, double previous, double induction) {
+    if (induction >= 0.3 && induction > previous) return "induction";
+    if (previous >= 0.5) return "previous token";
+    return head_label(s, 0);
+}
+
 }  // namespace xgrad::cli
