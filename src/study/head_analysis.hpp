@@ -111,8 +111,8 @@ double induction_score(const W& w, std::size_t h, std::size_t R) {
         for (std::size_t k = 0; k + 1 < R; ++k) sum += w(n, h, R + k, k + 1);
     return R > 1 ? sum / double(N * (R - 1)) : 0;
 }
-// "induction" at an induction score of 0.3 or more (and above its previous-token score: a
-// previous-token head also scores on the repeat's first key), "previous token" at 0.5, else as above.
+// "induction" at an induction score of 0.3 or more that is above the head's previous-token score
+// (a head gets the label it fits better), "previous token" at 0.5 or more, else head_label's.
 inline std::string gpt_head_label(const HeadScores& s, double previous, double induction) {
     if (induction >= 0.3 && induction > previous) return "induction";
     if (previous >= 0.5) return "previous token";
