@@ -57,6 +57,7 @@ struct StageMask<bit, upper, std::integer_sequence<int, j...>> {  // lanes 16.. 
 template <int bit>
 void transpose_stage(Floats16 (&rows)[16]) {
     constexpr Ints16 lower_mask = StageMask<bit, false>::value, upper_mask = StageMask<bit, true>::value;
+#pragma GCC unroll 16  // constant indices: the 16 rows stay in registers
     for (int i = 0; i < 16; ++i)
         if (!(i & bit)) {
             const Floats16 lower = rows[i], upper = rows[i | bit];
@@ -73,13 +74,13 @@ inline void to_bfloat16(const float* src, std::size_t rows, std::size_t cols, st
     for (std::size_t r = 0; r < rows; ++r) {
         const float* in = src + r * ld;
         bfloat16* out = dst + r * cols;
-        std::size_t j = 0;
-        for (; j + 16 <= cols; j += 16) {
+        const std::size_t whole = cols - cols % 16;
+        for (std::size_t j = 0; j < whole; j += 16) {
             detail::Floats16 x;
             __builtin_memcpy(&x, in + j, sizeof(x));
             detail::to_bfloat16(x, out + j);
         }
-        for (; j < cols; ++j) out[j] = to_bfloat16(in[j]);
+        for (std::size_t j = whole; j < cols; ++j) out[j] = to_bfloat16(in[j]);
     }
 }
 
@@ -88,16 +89,18 @@ inline void to_bfloat16(const float* src, std::size_t rows, std::size_t cols, st
 inline void to_bfloat16_transposed(const float* src, std::size_t rows, std::size_t cols, std::size_t ld,
                                    bfloat16* dst) {
     const std::size_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
-    constexpr std::size_t strip = 64;  // columns read per row at a time: whole cache lines, prefetched
+    constexpr std::size_t strip = 256;  // columns read per row at a time: 16 rows of it fit in L1
     for (std::size_t s0 = 0; s0 < full_cols; s0 += strip)
         for (std::size_t r0 = 0; r0 < full_rows; r0 += 16)
             for (std::size_t c0 = s0; c0 < std::min(full_cols, s0 + strip); c0 += 16) {
                 detail::Floats16 block[16];
+#pragma GCC unroll 16
                 for (int r = 0; r < 16; ++r) __builtin_memcpy(&block[r], src + (r0 + r) * ld + c0, sizeof(block[r]));
                 detail::transpose_stage<8>(block);
                 detail::transpose_stage<4>(block);
                 detail::transpose_stage<2>(block);
                 detail::transpose_stage<1>(block);
+#pragma GCC unroll 16
                 for (int c = 0; c < 16; ++c) detail::to_bfloat16(block[c], dst + (c0 + c) * rows + r0);
             }
     const auto one = [&](std::size_t r, std::size_t c) { dst[c * rows + r] = to_bfloat16(src[r * ld + c]); };

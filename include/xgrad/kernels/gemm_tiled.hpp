@@ -52,14 +52,19 @@ template <class T>
 // The block of rows × cols (each at most 16 floats or 8 doubles) at x, rows ldx apart, transposed
 // into out, rows ld apart: out row c < cols gets column c of the block in lanes [0, rows), zeros
 // after. Nothing outside the block is read, no out row past cols written. Pairs of rows are
-// interleaved, then pairs of pairs, then 128-bit lanes gathered in two rounds.
+// interleaved, then pairs of pairs, then 128-bit lanes gathered in two rounds. The loops are
+// unrolled: with constant indices r and t stay in registers (not unrolled, 1.5x slower).
 inline void transpose_block(const float* x, std::size_t ldx, std::size_t rows, std::size_t cols, float* out,
                             std::size_t ld) {
     const auto mask = simd::first_lanes(cols);
     __m512 r[16], t[16];
+#pragma GCC unroll 16
     for (std::size_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(mask, x + i * ldx) : _mm512_setzero_ps();
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 4)
+#pragma GCC unroll 16
         for (int c = 0; c < 2; ++c) {
             const __m512d lo = _mm512_castps_pd(t[i + c]), hi = _mm512_castps_pd(t[i + 2 + c]);
             r[i + 2 * c] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));      // column 4L + 2c of rows i..i+3
@@ -68,6 +73,7 @@ inline void transpose_block(const float* x, std::size_t ldx, std::size_t rows, s
     const auto store = [&](std::size_t c, __m512 v) {
         if (c < cols) _mm512_storeu_ps(out + c * ld, v);
     };
+#pragma GCC unroll 16
     for (std::size_t c = 0; c < 4; ++c) {  // r[4g + c]: rows 4g..4g+3, column 4L + c in lane L
         const __m512 even01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), odd01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
         const __m512 even23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88),
@@ -82,11 +88,14 @@ inline void transpose_block(const double* x, std::size_t ldx, std::size_t rows, 
                             std::size_t ld) {
     const auto mask = static_cast<__mmask8>(simd::first_lanes(cols));
     __m512d r[8], t[8];
+#pragma GCC unroll 16
     for (std::size_t i = 0; i < 8; ++i) r[i] = i < rows ? _mm512_maskz_loadu_pd(mask, x + i * ldx) : _mm512_setzero_pd();
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i += 2) t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
     const auto store = [&](std::size_t c, __m512d v) {
         if (c < cols) _mm512_storeu_pd(out + c * ld, v);
     };
+#pragma GCC unroll 16
     for (std::size_t c = 0; c < 2; ++c) {  // t[2g + c]: rows 2g, 2g+1, column 2L + c in lane L
         const __m512d even01 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88), odd01 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xDD);
         const __m512d even23 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88),
