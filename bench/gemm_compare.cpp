@@ -2,7 +2,8 @@
 // (src/workloads/gpt.hpp) timed on each GEMM back end of this build (kernels/gemm_backends.hpp:
 // xgrad's kernel, OpenBLAS, oneDNN) as kernels::gemm runs them (oneDNN in panels of 128 rows or
 // columns), alternately in one process, one thread:
-//   gemm_compare [--dtype float32|float64] [--configs "tiny small detr base gpt gpt2"] [--reps R]
+//   gemm_compare [--dtype float32|float64|bfloat16] [--configs "tiny small detr base gpt gpt2"] [--reps R]
+// (bfloat16: operands rounded once beforehand, then multiplied as kernels::gemm_rounded does)
 // Prints a markdown table: median µs of each back end, each one's time over the fastest, the back
 // end kernels::gemm runs for that shape on this CPU (its choice for the shape class, kernels/
 // gemm_choice.hpp: from the shared choice file, or measured now) and its time over the fastest,
@@ -10,7 +11,6 @@
 // the choice runs at 0.95 or more of the fastest back end's rate.
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -67,21 +67,45 @@ std::vector<Shape> gpt_shapes_of(std::array<std::size_t, 5> c) {
     return out;
 }
 
-using Clock = std::chrono::steady_clock;
+using xgrad::kernels::bfloat16;
 
-// As kernels::gemm runs a product on `backend` (on one thread: one call, or oneDNN's panels of 128).
-template <class T>
-void run_backend(xgrad::kernels::GemmBackend backend, const Shape& s, const T* a, const T* b, T* c) {
-    xgrad::kernels::detail::gemm_blocks(backend, s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a, s.a_trans ? s.m : s.k,
-                                        b, s.b_trans ? s.k : s.n, T(0), c, s.n, static_cast<const T*>(nullptr));
-}
+// A product's operands as the back ends get them, and a run on one back end as kernels::gemm runs it
+// (on one thread: one call, or oneDNN's panels of 128). Operand float or double: A and B as they
+// are; bfloat16: rounded once beforehand, as a Linear rounds X and W once for its products (op(A)
+// packed, B as stored), then multiplied as gemm_rounded does.
+template <class Operand, class T>
+struct Product {
+    static constexpr bool rounded = std::is_same_v<Operand, bfloat16>;
+    const Shape& s;
+    const T *a, *b;
+    xgrad::kernels::RoundedMatrix a16, b16;
 
-template <class T>
+    Product(const Shape& shape, const T* a_, const T* b_) : s(shape), a(a_), b(b_) {
+        if constexpr (rounded) {
+            a16.round(a, s.a_trans, s.m, s.k, s.a_trans ? s.m : s.k);
+            b16.round(b, false, s.b_trans ? s.n : s.k, s.b_trans ? s.k : s.n, s.b_trans ? s.k : s.n);
+        }
+    }
+    xgrad::kernels::GemmClass shape_class() const {
+        return xgrad::kernels::gemm_class<Operand>(s.a_trans && !rounded, s.b_trans, s.m, s.n, s.k);
+    }
+    void run(xgrad::kernels::GemmBackend backend, T* c) const {
+        if constexpr (rounded)
+            xgrad::kernels::detail::gemm_rounded_on(backend, a16, b16, s.b_trans, 1.0f, 0.0f, c, s.n, nullptr);
+        else
+            xgrad::kernels::detail::gemm_blocks(backend, s.a_trans, s.b_trans, s.m, s.n, s.k, T(1), a,
+                                                s.a_trans ? s.m : s.k, b, s.b_trans ? s.k : s.n, T(0), c, s.n,
+                                                static_cast<const T*>(nullptr));
+    }
+};
+
+template <class Operand>
 void run(const std::vector<std::string>& names, int reps) {
     using xgrad::kernels::GemmBackend;
+    using T = std::conditional_t<std::is_same_v<Operand, double>, double, float>;  // of A, B and C
     std::vector<GemmBackend> backends;
     for (GemmBackend b : xgrad::kernels::all_gemm_backends)
-        if (xgrad::kernels::backend_available<T>(b)) backends.push_back(b);
+        if (xgrad::kernels::backend_available<Operand>(b)) backends.push_back(b);
     std::mt19937 rng(3);
     std::uniform_real_distribution<double> uniform(-1, 1);
     std::printf("| config | shape (m, n, k) | op |");
@@ -100,16 +124,16 @@ void run(const std::vector<std::string>& names, int reps) {
             std::vector<std::vector<T>> c(backends.size(), std::vector<T>(s.m * s.n));
             for (auto& v : a) v = T(uniform(rng));
             for (auto& v : b) v = T(uniform(rng));
+            const Product<Operand, T> product(s, a.data(), b.data());
             // about 0.2 s per shape and back end, at least 5 calls
             const double flops = 2.0 * double(s.m * s.n * s.k);
             const int calls = std::max(5, std::min(reps, int(2e10 / flops)));
             std::vector<std::vector<double>> times(backends.size());
             for (int r = 0; r < calls + 2; ++r)
                 for (std::size_t i = 0; i < backends.size(); ++i) {
-                    const auto t0 = Clock::now();
-                    run_backend(backends[i], s, a.data(), b.data(), c[i].data());
-                    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-                    if (r >= 2) times[i].push_back(us);
+                    const double seconds =
+                        xgrad::kernels::detail::seconds_of([&] { product.run(backends[i], c[i].data()); });
+                    if (r >= 2) times[i].push_back(seconds * 1e6);
                 }
             double diff = 0, scale = 0;
             for (std::size_t i = 1; i < backends.size(); ++i)
@@ -122,12 +146,10 @@ void run(const std::vector<std::string>& names, int reps) {
                 medians.push_back(t[t.size() / 2]);
             }
             const double fastest = *std::min_element(medians.begin(), medians.end());
-            const GemmBackend chosen = xgrad::kernels::GemmChoices::instance().choose<T>(
-                xgrad::kernels::gemm_class<T>(s.a_trans, s.b_trans, s.m, s.n, s.k), [&](GemmBackend candidate) {
-                    std::vector<T> scratch(s.m * s.n);
-                    const auto t0 = Clock::now();
-                    run_backend(candidate, s, a.data(), b.data(), scratch.data());
-                    return std::chrono::duration<double>(Clock::now() - t0).count();
+            std::vector<T> scratch(s.m * s.n);
+            const GemmBackend chosen = xgrad::kernels::GemmChoices::instance().choose<Operand>(
+                product.shape_class(), [&](GemmBackend candidate) {
+                    return xgrad::kernels::detail::seconds_of([&] { product.run(candidate, scratch.data()); });
                 });
             const double chosen_ratio =
                 medians[std::size_t(std::find(backends.begin(), backends.end(), chosen) - backends.begin())] / fastest;
@@ -177,6 +199,11 @@ int main(int argc, char** argv) {
     }
     openblas_set_num_threads(1);
     if (dtype == "float64") run<double>(names, reps);
-    else run<float>(names, reps);
+    else if (dtype == "bfloat16") run<xgrad::kernels::bfloat16>(names, reps);
+    else if (dtype == "float32") run<float>(names, reps);
+    else {
+        std::fprintf(stderr, "gemm_compare: --dtype is float32, float64 or bfloat16, not %s\n", dtype.c_str());
+        return 2;
+    }
     return 0;
 }

@@ -38,4 +38,10 @@ for dtype in float32 float64; do
         --dropout 0.1 --dtype "$dtype"
     check "gpt $dtype" --model gpt --layers 2 --heads 4 --embed 32 --vocab 61 --batch 4 --seq 24 --dtype "$dtype"
 done
+# bfloat16 (where the CPU has it): xgrad's kernel and OpenBLAS multiply the rounded operands widened
+# to float (kernels::gemm_rounded), in buffers that grow once
+if "$xgrad" bench --dtype bfloat16 --steps 1 --warmup 0 > /dev/null 2>&1; then
+    check "mha bfloat16" --batch 4 --seq 16 --embed 64 --heads 4 --dtype bfloat16
+    check "gpt bfloat16" --model gpt --layers 2 --heads 4 --embed 32 --vocab 61 --batch 4 --seq 24 --dtype bfloat16
+fi
 done

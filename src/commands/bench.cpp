@@ -125,8 +125,6 @@ void print_line(nlohmann::ordered_json line, const nlohmann::ordered_json& data_
     for (const auto& [shape_class, backend] : kernels::GemmChoices::instance().list()) gemm[shape_class] = backend;
     if (const auto forced = kernels::GemmChoices::instance().forced())  // XGRAD_GEMM: every float product
         gemm["forced (XGRAD_GEMM)"] = kernels::backend_name(*forced);
-    if (matmul_precision() == MatmulPrecision::bfloat16)  // --dtype bfloat16: every float product
-        gemm["bfloat16 operands (Autocast)"] = kernels::backend_name(kernels::GemmBackend::onednn);
     line["gemm"] = gemm;
     fmt::print("{}\n", line.dump());
 }

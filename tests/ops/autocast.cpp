@@ -114,6 +114,49 @@ TEST_CASE("kernels::gemm under bfloat16: the rounded operands' product, accumula
             }
 }
 
+TEST_CASE("gemm_rounded on every back end: oneDNN's bfloat16 kernels, or a float32 kernel on the widened operands") {
+    if (!bfloat16_here()) return;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    for (auto [m, n, k] : {std::array<std::size_t, 3>{5, 9, 17}, {64, 64, 64}, {40, 300, 33}})
+        for (bool b_trans : {false, true}) {
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(b_trans);
+            std::vector<float> a(m * k), b(k * n), bias(n), c0(m * n);
+            for (auto* v : {&a, &b, &bias, &c0})
+                for (float& x : *v) x = normal(rng);
+            kernels::RoundedMatrix a16, b16;
+            a16.round(a.data(), false, m, k, k);
+            b16.round(b.data(), false, b_trans ? n : k, b_trans ? k : n, b_trans ? k : n);
+            // C = 2 · A B + 0.5 · C0 + bias over the rounded operands, in long double
+            const auto rounded = [](float x) { return (long double)to_float(to_bfloat16(x)); };
+            std::vector<long double> expected(m * n);
+            long double scale = 0;
+            for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t j = 0; j < n; ++j) {
+                    long double sum = 0;
+                    for (std::size_t p = 0; p < k; ++p)
+                        sum += rounded(a[i * k + p]) * rounded(b_trans ? b[j * k + p] : b[p * n + j]);
+                    expected[i * n + j] = 2 * sum + 0.5L * c0[i * n + j] + bias[j];
+                    scale = std::max(scale, std::fabs(expected[i * n + j]));
+                }
+            int backends = 0;
+            for (kernels::GemmBackend backend : kernels::all_gemm_backends) {
+                if (!kernels::backend_available<kernels::bfloat16>(backend)) continue;
+                INFO("back end ", kernels::backend_name(backend));
+                ++backends;
+                std::vector<float> c = c0;
+                kernels::detail::gemm_rounded_on(backend, a16, b16, b_trans, 2.0f, 0.5f, c.data(), n, bias.data());
+                long double worst = 0;
+                for (std::size_t e = 0; e < c.size(); ++e) worst = std::max(worst, std::fabs(c[e] - expected[e]));
+                CHECK(double(worst / scale) < 2e-6);
+            }
+            CHECK(backends >= 2);  // oneDNN and at least OpenBLAS
+        }
+}
+
 TEST_CASE("Autocast: a node keeps the precision it was recorded in for its backward, wherever backward runs") {
     if (!bfloat16_here()) return;
     const xt::xtensor<float, 2> xv = randn<2>(std::array<std::size_t, 2>{16, 32}, 1),

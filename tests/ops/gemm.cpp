@@ -160,6 +160,7 @@ TEST_CASE("GEMM back end choice: the fastest by 3 %, shared through the cache fi
     const kernels::GemmClass cls = kernels::gemm_class<float>(false, true, 40, 70, 36);
     CHECK(cls.str() == "f32 NT m<=2^6 n<=2^7 k<=2^6");
     CHECK(kernels::gemm_class<double>(true, false, 64, 65, 1).str() == "f64 TN m<=2^6 n<=2^7 k<=2^0");
+    CHECK(kernels::gemm_class<kernels::bfloat16>(false, true, 64, 65, 2).str() == "bf16 NT m<=2^6 n<=2^7 k<=2^1");
     // seconds per back end, as the timing callback reports them; counts the calls
     int calls = 0;
     const auto timed = [&](double xgrad, double openblas, double onednn) {
@@ -199,11 +200,16 @@ TEST_CASE("GEMM back end choice: the fastest by 3 %, shared through the cache fi
         GemmChoices forced("openblas", "");
         CHECK(forced.choose<float>(cls, timed(0.1, 9, 9)) == GemmBackend::openblas);
         CHECK(calls == 0);
+        // bfloat16 operands too: OpenBLAS multiplies them widened to float
+        const auto bf16 = kernels::gemm_class<kernels::bfloat16>(false, true, 40, 70, 36);
+        CHECK(forced.choose<kernels::bfloat16>(bf16, timed(0.1, 9, 0.1)) == GemmBackend::openblas);
+        CHECK(calls == 0);
         if (have_onednn) {
             GemmChoices onednn("onednn", "");
             CHECK(onednn.choose<float>(cls, timed(0.1, 9, 9)) == GemmBackend::onednn);
             CHECK(onednn.choose<double>(kernels::gemm_class<double>(false, true, 40, 70, 36), timed(9, 0.1, 9)) ==
                   GemmBackend::openblas);
+            CHECK(kernels::backend_available<kernels::bfloat16>(GemmBackend::onednn));
         }
         GemmChoices unknown("mkl", "");
         CHECK_THROWS_WITH_AS(unknown.choose<float>(cls, timed(1, 1, 1)),

@@ -29,6 +29,10 @@ inline bfloat16 to_bfloat16(float x) {
     return {std::uint16_t(u)};
 }
 inline float to_float(bfloat16 x) { return std::bit_cast<float>(std::uint32_t(x.bits) << 16); }
+// dst[i] = src[i] as floats, for i < n (exact; vectorized by the compiler).
+inline void to_float(const bfloat16* src, std::size_t n, float* dst) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+}
 
 namespace detail {
 

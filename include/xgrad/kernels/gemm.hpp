@@ -6,7 +6,7 @@
 //   matrices, never materialized.
 // xgrad's threads split a large GEMM into blocks (core/parallel.hpp), one single-threaded back-end
 // call each. Under MatmulPrecision::bfloat16 (core/precision.hpp, xgrad::Autocast) a float product
-// rounds A and B to bfloat16 and runs oneDNN's bfloat16 matmul, accumulating in float32.
+// rounds A and B to bfloat16 and multiplies them accumulating in float32 (gemm_rounded).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -27,6 +27,14 @@ namespace xgrad::kernels {
 enum class Op { none, trans };
 
 namespace detail {
+
+// How long f() takes, in seconds: how GemmChoices times each candidate back end.
+template <class F>
+double seconds_of(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 inline void check_blas_dim(std::size_t d) {
     if (d > static_cast<std::size_t>(INT_MAX))
@@ -90,10 +98,10 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     std::vector<T> scratch;  // the first product of a shape class is timed into it, not into C
     const GemmBackend backend = GemmChoices::instance().choose<T>(gemm_class<T>(ta, tb, m, n, k), [&](GemmBackend candidate) {
         scratch.resize(m * n);
-        const auto start = std::chrono::steady_clock::now();
-        detail::gemm_blocks(candidate, ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), scratch.data(), n,
-                            static_cast<const T*>(nullptr));
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return detail::seconds_of([&] {
+            detail::gemm_blocks(candidate, ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), scratch.data(), n,
+                                static_cast<const T*>(nullptr));
+        });
     });
     detail::gemm_blocks(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
@@ -136,9 +144,31 @@ private:
     std::size_t capacity_ = 0, rows_ = 0, cols_ = 0;
 };
 
+namespace detail {
+// gemm_rounded's product on `backend`: oneDNN multiplies the bfloat16 operands; xgrad's kernel and
+// OpenBLAS multiply them widened to float, in buffers of this thread. Either way the products are
+// exact in float32 and summed in float32: the back end changes rounding only.
+inline void gemm_rounded_on(GemmBackend backend, const RoundedMatrix& a, const RoundedMatrix& b, bool b_trans, float alpha,
+                            float beta, float* c, std::size_t ldc, const float* bias) {
+    const std::size_t m = a.rows(), k = a.cols(), n = b_trans ? b.rows() : b.cols();
+    if (backend == GemmBackend::onednn)
+        return gemm_blocks(backend, false, b_trans, m, n, k, alpha, a.data(), k, b.data(), b.cols(), beta, c, ldc, bias);
+    thread_local std::vector<float> a_widened, b_widened;  // grown once: a steady step allocates nothing
+    for (auto [rounded, widened] : {std::pair{&a, &a_widened}, {&b, &b_widened}}) {
+        const std::size_t size = rounded->rows() * rounded->cols();
+        if (widened->size() < size) widened->resize(size);
+        to_float(rounded->data(), size, widened->data());
+    }
+    gemm_blocks(backend, false, b_trans, m, n, k, alpha, a_widened.data(), k, b_widened.data(), b.cols(), beta, c, ldc,
+                bias);
+}
+}  // namespace detail
+
 // C (m,n) = alpha · A (m,k) · op(B) + beta · C (+ bias (n) on every row), A and B rounded before:
 // B is (k,n), or (n,k) when b_trans (oneDNN's bfloat16 kernels take a transposed B, not A). In
-// float32 with oneDNN's bfloat16 matmul, whatever the current MatmulPrecision.
+// float32, whatever the current MatmulPrecision, on the back end chosen for the shape class of
+// bfloat16 operands ("bf16 ..." in GemmChoices): oneDNN's bfloat16 matmul, or for a small product
+// (where oneDNN's call costs more than its arithmetic) a float32 kernel on the widened operands.
 inline void gemm_rounded(const RoundedMatrix& a, const RoundedMatrix& b, bool b_trans, float alpha, float beta, float* c,
                          std::size_t ldc, const float* bias = nullptr) {
     const std::size_t m = a.rows(), k = a.cols(), n = b_trans ? b.rows() : b.cols();
@@ -146,13 +176,19 @@ inline void gemm_rounded(const RoundedMatrix& a, const RoundedMatrix& b, bool b_
         throw shape_error("gemm_rounded: A (" + std::to_string(m) + ", " + std::to_string(k) + ") and B (" +
                           std::to_string(b.rows()) + ", " + std::to_string(b.cols()) + ")" + (b_trans ? "ᵀ" : "") +
                           " do not chain");
-    if (!backend_available<float>(GemmBackend::onednn))
+    if (!backend_available<bfloat16>(GemmBackend::onednn))
         throw value_error("gemm: bfloat16 matmuls: " + bfloat16_matmul_unsupported());
     if (m == 0 || n == 0) return;
     if (k == 0) return detail::scale_add_bias(c, m, n, ldc, beta, bias);
     for (std::size_t d : {m, n, k, ldc}) detail::check_blas_dim(d);
-    detail::gemm_blocks(GemmBackend::onednn, false, b_trans, m, n, k, alpha, a.data(), k, b.data(), b.cols(), beta, c,
-                        ldc, bias);
+    std::vector<float> scratch;  // the first product of a shape class is timed into it, not into C
+    const GemmBackend backend = GemmChoices::instance().choose<bfloat16>(
+        gemm_class<bfloat16>(false, b_trans, m, n, k), [&](GemmBackend candidate) {
+            scratch.resize(m * n);
+            return detail::seconds_of(
+                [&] { detail::gemm_rounded_on(candidate, a, b, b_trans, alpha, 0.0f, scratch.data(), n, nullptr); });
+        });
+    detail::gemm_rounded_on(backend, a, b, b_trans, alpha, beta, c, ldc, bias);
 }
 
 namespace detail {

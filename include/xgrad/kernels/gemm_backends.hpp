@@ -4,7 +4,9 @@
 //   openblas  OpenBLAS's cblas_sgemm / cblas_dgemm
 //   onednn    oneDNN's matmul (float only; when built with Debian's libdnnl-dev, gemm_onednn.hpp),
 //             which picks its AVX2, AVX-512 or AMX code for the CPU it runs on; the only one that
-//             takes bfloat16 operands (MatmulPrecision::bfloat16)
+//             multiplies bfloat16 operands natively (MatmulPrecision::bfloat16). The other two take
+//             them widened to float (exact), the same products summed in float32: where a small
+//             product costs oneDNN more in its call than in its arithmetic (gemm.hpp, gemm_rounded).
 // Which one runs for a product is decided in gemm_choice.hpp.
 #pragma once
 #include <algorithm>
@@ -45,13 +47,13 @@ inline std::optional<GemmBackend> parse_backend(std::string_view name) {
     return std::nullopt;
 }
 
-// Whether this build and element type can run `b`.
+// Whether this build can run `b` on operands of type T (float, double, or bfloat16 for a float C).
 template <class T>
 constexpr bool backend_available(GemmBackend b) {
     switch (b) {
         case GemmBackend::xgrad: return tiled::many_registers;
         case GemmBackend::openblas: return true;
-        case GemmBackend::onednn: return bool(XGRAD_HAVE_ONEDNN) && std::is_same_v<T, float>;
+        case GemmBackend::onednn: return bool(XGRAD_HAVE_ONEDNN) && !std::is_same_v<T, double>;
     }
     return false;
 }

@@ -4,8 +4,8 @@
 // the winner is kept for the process and written to a file that every process on this machine
 // shares, keyed by the CPU and the libraries. A rerun, a resumed run or another rank therefore
 // makes the same choices, so results stay reproducible; the back end changes rounding only.
-//   XGRAD_GEMM=xgrad|openblas|onednn   forces one (for float; double has no oneDNN and chooses
-//                                      between the other two); auto or unset: measure
+//   XGRAD_GEMM=xgrad|openblas|onednn   forces one (for float and bfloat16; double has no oneDNN and
+//                                      chooses between the other two); auto or unset: measure
 //   XGRAD_CACHE_DIR=DIR                 where the file goes (default $XDG_CACHE_HOME/xgrad, else
 //                                      ~/.cache/xgrad); empty: no file, choices per process
 #pragma once
@@ -39,20 +39,29 @@ extern "C" char* openblas_get_config();
 
 namespace xgrad::kernels {
 
+// The operands of a product: float, double, or bfloat16 (a float product under Autocast).
+enum class GemmOperands : unsigned char { f32, f64, bf16 };
+
 struct GemmClass {
-    bool is_double = false, a_trans = false, b_trans = false;
+    GemmOperands operands = GemmOperands::f32;
+    bool a_trans = false, b_trans = false;
     unsigned char log_m = 0, log_n = 0, log_k = 0;  // ⌈log2⌉ of m, n, k
     auto operator<=>(const GemmClass&) const = default;
 
     std::string str() const {
-        return std::string(is_double ? "f64 " : "f32 ") + (a_trans ? 'T' : 'N') + (b_trans ? 'T' : 'N') + " m<=2^" +
+        static constexpr const char* names[] = {"f32 ", "f64 ", "bf16 "};
+        return std::string(names[int(operands)]) + (a_trans ? 'T' : 'N') + (b_trans ? 'T' : 'N') + " m<=2^" +
                std::to_string(log_m) + " n<=2^" + std::to_string(log_n) + " k<=2^" + std::to_string(log_k);
     }
 };
+// T: float, double or bfloat16, the type of the operands.
 template <class T>
 GemmClass gemm_class(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t k) {
     const auto log2_ceil = [](std::size_t v) { return (unsigned char)(std::bit_width(v - 1)); };
-    return {std::is_same_v<T, double>, a_trans, b_trans, log2_ceil(m), log2_ceil(n), log2_ceil(k)};
+    const GemmOperands operands = std::is_same_v<T, double>     ? GemmOperands::f64
+                                  : std::is_same_v<T, bfloat16> ? GemmOperands::bf16
+                                                                : GemmOperands::f32;
+    return {operands, a_trans, b_trans, log2_ceil(m), log2_ceil(n), log2_ceil(k)};
 }
 
 class GemmChoices {
