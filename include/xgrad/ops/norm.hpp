@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "xgrad/core/expr.hpp"
+#include "xgrad/core/parallel.hpp"
 
 namespace xgrad {
 
@@ -51,6 +52,10 @@ public:
     const char* op_name() const override { return "layer_norm"; }
     auto inputs() { return std::tie(x, weight, bias); }
 
+    // Work per element for parallel_for, in its unit (a GEMM's flop, about 0.01 ns on one core): the
+    // double arithmetic takes about 0.8 ns an element forward and 0.6 ns in each backward pass.
+    static constexpr double forward_work = 80, backward_work = 60;
+
     // x̂ exactly as forward computes it: in double, from the double mean and rstd.
     static double normalized(T x, double mu, double rs) { return (double(x) - mu) * rs; }
 
@@ -61,30 +66,34 @@ public:
         const T* b = bias ? bias.value().data() : nullptr;
         const T* src = x.value().data();
         T* dst = this->value.data();
-        for (std::size_t r = 0; r < R; ++r) {
-            const T* xr = src + r * C;
-            T* yr = dst + r * C;
-            const double shift = xr[0];  // accumulate in double, as torch does for float on CPU
-            const auto [s1, s2] = row_sums<2>(C, [&](std::size_t c) {
-                const double d = double(xr[c]) - shift;
-                return std::array<double, 2>{d, d * d};
-            });
-            const double mu = shift + s1 / double(C);
-            const double var = std::max(0.0, (s2 - s1 * (s1 / double(C))) / double(C));
-            const double rs = 1.0 / std::sqrt(var + eps);
-            mean[r] = mu, rstd[r] = rs;
-            if (w && b)
-                for (std::size_t c = 0; c < C; ++c) yr[c] = static_cast<T>(normalized(xr[c], mu, rs)) * w[c] + b[c];
-            else
-                for (std::size_t c = 0; c < C; ++c) {
-                    T y = static_cast<T>(normalized(xr[c], mu, rs));
-                    if (w) y *= w[c];
-                    if (b) y += b[c];
-                    yr[c] = y;
-                }
-        }
+        parallel_for(R, forward_work * double(R) * double(C), [&](std::size_t first, std::size_t last) {
+            for (std::size_t r = first; r < last; ++r) {
+                const T* xr = src + r * C;
+                T* yr = dst + r * C;
+                const double shift = xr[0];  // accumulate in double, as torch does for float on CPU
+                const auto [s1, s2] = row_sums<2>(C, [&](std::size_t c) {
+                    const double d = double(xr[c]) - shift;
+                    return std::array<double, 2>{d, d * d};
+                });
+                const double mu = shift + s1 / double(C);
+                const double var = std::max(0.0, (s2 - s1 * (s1 / double(C))) / double(C));
+                const double rs = 1.0 / std::sqrt(var + eps);
+                mean[r] = mu, rstd[r] = rs;
+                if (w && b)
+                    for (std::size_t c = 0; c < C; ++c) yr[c] = static_cast<T>(normalized(xr[c], mu, rs)) * w[c] + b[c];
+                else
+                    for (std::size_t c = 0; c < C; ++c) {
+                        T y = static_cast<T>(normalized(xr[c], mu, rs));
+                        if (w) y *= w[c];
+                        if (b) y += b[c];
+                        yr[c] = y;
+                    }
+            }
+        });
     }
 
+    // On xgrad's threads: dγ and dβ by blocks of columns, each column summed over the rows in
+    // order (the result does not depend on the thread count), then dX by blocks of rows.
     void backward() override {
         const std::size_t C = x.shape()[N - 1], R = C ? x.size() / C : 0;
         const T* src = x.value().data();
@@ -93,27 +102,40 @@ public:
         T* gx = x.requires_grad() ? x.node()->grad_buffer().data() : nullptr;
         T* gw = weight && weight.requires_grad() ? weight.node()->grad_buffer().data() : nullptr;
         T* gb = bias && bias.requires_grad() ? bias.node()->grad_buffer().data() : nullptr;
-        for (std::size_t r = 0; r < R; ++r) {
-            const T* xr = src + r * C;
-            const T* gr = gy + r * C;
-            const double mu = mean[r], rs = rstd[r];
-            // dγ (C) += Σ_rows dY (R,C) ⊙ x̂ (R,C);   dβ (C) += Σ_rows dY (R,C)
-            if (gw)
-                for (std::size_t c = 0; c < C; ++c) gw[c] += static_cast<T>(gr[c] * normalized(xr[c], mu, rs));
-            if (gb)
-                for (std::size_t c = 0; c < C; ++c) gb[c] += gr[c];
-            if (!gx) continue;
-            // dX̂ (C) = dY (C) ⊙ γ (C)
-            // dX (C) += rstd · (dX̂ − mean_c(dX̂) − x̂ ⊙ mean_c(dX̂ ⊙ x̂))
-            const auto g = [&](std::size_t c) { return w ? double(gr[c]) * w[c] : double(gr[c]); };
-            auto [mean_g, mean_gx] = row_sums<2>(C, [&](std::size_t c) {
-                return std::array<double, 2>{g(c), g(c) * normalized(xr[c], mu, rs)};
+        const double work = backward_work * double(R) * double(C);
+        // dγ (C) += Σ_rows dY (R,C) ⊙ x̂ (R,C);   dβ (C) += Σ_rows dY (R,C)
+        constexpr std::size_t column_block = 64;
+        if (gw || gb)
+            parallel_for((C + column_block - 1) / column_block, work, [&](std::size_t first, std::size_t last) {
+                const std::size_t c0 = first * column_block, c1 = std::min(C, last * column_block);
+                for (std::size_t r = 0; r < R; ++r) {
+                    const T* xr = src + r * C;
+                    const T* gr = gy + r * C;
+                    const double mu = mean[r], rs = rstd[r];
+                    if (gw)
+                        for (std::size_t c = c0; c < c1; ++c) gw[c] += static_cast<T>(gr[c] * normalized(xr[c], mu, rs));
+                    if (gb)
+                        for (std::size_t c = c0; c < c1; ++c) gb[c] += gr[c];
+                }
             });
-            mean_g /= double(C), mean_gx /= double(C);
-            T* gxr = gx + r * C;
-            for (std::size_t c = 0; c < C; ++c)
-                gxr[c] += static_cast<T>(rs * (g(c) - mean_g - normalized(xr[c], mu, rs) * mean_gx));
-        }
+        if (!gx) return;
+        parallel_for(R, work, [&](std::size_t first, std::size_t last) {
+            for (std::size_t r = first; r < last; ++r) {
+                const T* xr = src + r * C;
+                const T* gr = gy + r * C;
+                const double mu = mean[r], rs = rstd[r];
+                // dX̂ (C) = dY (C) ⊙ γ (C)
+                // dX (C) += rstd · (dX̂ − mean_c(dX̂) − x̂ ⊙ mean_c(dX̂ ⊙ x̂))
+                const auto g = [&](std::size_t c) { return w ? double(gr[c]) * w[c] : double(gr[c]); };
+                auto [mean_g, mean_gx] = row_sums<2>(C, [&](std::size_t c) {
+                    return std::array<double, 2>{g(c), g(c) * normalized(xr[c], mu, rs)};
+                });
+                mean_g /= double(C), mean_gx /= double(C);
+                T* gxr = gx + r * C;
+                for (std::size_t c = 0; c < C; ++c)
+                    gxr[c] += static_cast<T>(rs * (g(c) - mean_g - normalized(xr[c], mu, rs) * mean_gx));
+            }
+        });
     }
 };
 
