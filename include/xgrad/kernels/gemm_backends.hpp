@@ -2,11 +2,12 @@
 // one thread (xgrad's threads split a product into blocks):
 //   xgrad     the register-tiled kernel of gemm_tiled.hpp (builds with 32 vector registers: AVX-512)
 //   openblas  OpenBLAS's cblas_sgemm / cblas_dgemm
-//   onednn    oneDNN's matmul (float only; when built with Debian's libdnnl-dev, gemm_onednn.hpp),
-//             which picks its AVX2, AVX-512 or AMX code for the CPU it runs on; the only one that
-//             multiplies bfloat16 operands natively (MatmulPrecision::bfloat16). The other two take
-//             them widened to float (exact), the same products summed in float32: where a small
-//             product costs oneDNN more in its call than in its arithmetic (gemm.hpp, gemm_rounded).
+//   onednn    oneDNN's matmul (float and bfloat16 operands, no double; when built with Debian's
+//             libdnnl-dev, gemm_onednn.hpp), which picks its AVX2, AVX-512 or AMX code for the CPU
+//             it runs on; the only one that multiplies bfloat16 operands natively
+//             (MatmulPrecision::bfloat16). The other two take them widened to float (exact) and sum
+//             the same products in float32: faster where a small product costs oneDNN more in its
+//             call than in its arithmetic (gemm.hpp, gemm_rounded).
 // Which one runs for a product is decided in gemm_choice.hpp.
 #pragma once
 #include <algorithm>
