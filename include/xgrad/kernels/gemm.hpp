@@ -41,6 +41,19 @@ inline void check_blas_dim(std::size_t d) {
         throw value_error("gemm: dimension " + std::to_string(d) + " exceeds the BLAS integer range");
 }
 
+// How much of k one back-end call sums (later panels accumulate onto C): a long inner dimension
+// (lm_head's dX sums over a vocabulary of 50304) thrashes the cache in xgrad's kernel, which packs
+// all of k for a tile, and slows oneDNN's plain-layout kernels (float32 by a third, bfloat16 by a
+// tenth). Panels of at most 8 KB of a row of op(A), equal and a multiple of 32: fixed by k alone,
+// so the result does not depend on the threads. OpenBLAS blocks k itself.
+template <class In>
+std::size_t k_panel(GemmBackend backend, std::size_t k) {
+    const std::size_t most = 8192 / sizeof(In);
+    if (backend == GemmBackend::openblas || k <= most) return k;
+    const std::size_t panels = (k + most - 1) / most;
+    return ((k + panels - 1) / panels + 31) / 32 * 32;
+}
+
 // The product with `backend` on xgrad's threads: C split into blocks of rows (or of columns when
 // wider than tall), one call per block. xgrad's kernel and OpenBLAS sum each element over k the
 // same way whatever the block, so their result does not depend on the thread count. oneDNN blocks
@@ -53,13 +66,20 @@ void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size
     // than its width (it would fall back to a GEMM that allocates on every call). Its float32 products
     // keep column panels where wider than tall: that older GEMM is faster there than brgemm in rows.
     const bool by_rows = m >= n || std::is_same_v<In, bfloat16>;
+    const std::size_t depth = k_panel<In>(backend, k);
     const auto block = [&](std::size_t begin, std::size_t end) {
         const std::size_t rows = by_rows ? end - begin : m, cols = by_rows ? n : end - begin;
         const In* a_block = by_rows ? a + (ta ? begin : begin * lda) : a;
         const In* b_block = by_rows ? b : b + (tb ? begin * ldb : begin);
         T* c_block = c + (by_rows ? begin * ldc : begin);
         const T* bias_block = bias && !by_rows ? bias + begin : bias;
-        gemm_block(backend, ta, tb, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta, c_block, ldc, bias_block);
+        // C = alpha · A₀B₀ + beta · C + bias, then C += alpha · AₚBₚ for the later panels p of k
+        for (std::size_t p0 = 0; p0 < k; p0 += depth) {
+            const bool first = p0 == 0;
+            gemm_block(backend, ta, tb, rows, cols, std::min(depth, k - p0), alpha, a_block + (ta ? p0 * lda : p0), lda,
+                       b_block + (tb ? p0 : p0 * ldb), ldb, first ? beta : T(1), c_block, ldc,
+                       first ? bias_block : nullptr);
+        }
     };
     const std::size_t extent = by_rows ? m : n;
     const double flops = 2.0 * double(m) * double(n) * double(k);
