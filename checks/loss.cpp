@@ -1,5 +1,5 @@
 // Gradient checks for the losses: mse_loss and cross_entropy (every reduction, ignore_index,
-// label smoothing, class axis 0 or 1).
+// label smoothing, class axis 0 or 1), and linear_cross_entropy (dlogits kept, or dX and dW in chunks of rows).
 #include <cstdint>
 
 #include "xgrad/check/registry.hpp"
@@ -61,6 +61,19 @@ const RegisterGradchecks registered_loss{"loss", {
      }},
     {"cross_entropy", "(4) one sample, target 2",
      [] { return gradcheck([](auto& z) { return cross_entropy(z, xt::xtensor<I64, 0>(2)); }, randn<1>({4}, 10)); }},
+    {"linear_cross_entropy", "x (2,3,4), W (5,4), chunks of 2 rows, ignore_index",
+     [] {
+         const xt::xtensor<I64, 2> t{{4, -100, 0}, {1, 2, 4}};
+         return gradcheck([&](auto& x, auto& w) { return linear_cross_entropy(x, w, t, {.rows_per_chunk = 2}); },
+                          randn<3>({2, 3, 4}, 11), randn<2>({5, 4}, 12));
+     }},
+    {"linear_cross_entropy", "x (5,3), W (6,3), sum, smoothing 0.2, dlogits kept",
+     [] {
+         const xt::xtensor<I64, 1> t{5, 0, 3, 3, 1};
+         const LinearCrossEntropyOptions opt{.label_smoothing = 0.2, .reduction = LossReduction::sum};
+         return gradcheck([&](auto& x, auto& w) { return linear_cross_entropy(x, w, t, opt); }, randn<2>({5, 3}, 13),
+                          randn<2>({6, 3}, 14));
+     }},
 }};
 
 }  // namespace

@@ -208,6 +208,9 @@
     EXTERN template struct nn::GPTSelfAttention<T>;                                                                 \
     EXTERN template struct nn::GPT<T>;                                                                              \
     EXTERN template Var<T, 0> nn::gpt_loss<T>(const Var<T, 3>&, const xt::xtensor<std::int64_t, 2>&);               \
+    EXTERN template Var<T, 0> linear_cross_entropy<T, 3>(const Var<T, 3>&, const Var<T, 2>&,                        \
+                                                         const xt::xtensor<std::int64_t, 2>&,                         \
+                                                         const LinearCrossEntropyOptions&);                           \
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<T>(const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, \
                                                                  std::size_t, Generator&, const nn::GenerateOptions&);
 

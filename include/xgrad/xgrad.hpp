@@ -16,6 +16,7 @@
 #include "xgrad/ops/shape.hpp"
 #include "xgrad/ops/softmax.hpp"
 #include "xgrad/ops/loss.hpp"
+#include "xgrad/ops/linear_cross_entropy.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/norm.hpp"
 #include "xgrad/ops/embedding.hpp"

@@ -69,7 +69,7 @@ std::array<double, 2> estimate_loss(const dist::Context& ctx, nn::GPT<float>& mo
         double total = 0;
         for (int k = 0; k < o.eval_iters; ++k) {
             batch.draw(w, split, o, gen, shard);
-            total += global_mean(ctx, double(nn::gpt_loss(model(batch.my_x), batch.my_y).value()()));
+            total += global_mean(ctx, double(model.loss(batch.my_x, batch.my_y).value()()));
         }
         out[split == text::Split::train ? 0 : 1] = total / o.eval_iters;
     }
@@ -188,7 +188,7 @@ int train_gpt(GptOptions o) {
         double local = 0;
         for (int micro = 0; micro < o.gradient_accumulation_steps; ++micro) {
             batch.draw(windows, text::Split::train, o, data_gen, shard);
-            const auto micro_loss = nn::gpt_loss(model(batch.my_x), batch.my_y) * float(1.0 / o.gradient_accumulation_steps);
+            const auto micro_loss = model.loss(batch.my_x, batch.my_y) * float(1.0 / o.gradient_accumulation_steps);
             const Var<float, 0> scaled = eval(micro_loss);
             if (micro + 1 < o.gradient_accumulation_steps) {
                 const auto no_sync = data_parallel.no_sync();

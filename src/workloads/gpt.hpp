@@ -35,7 +35,7 @@ public:
     // The loss of this step's forward (before the update); `after_backward` runs between backward
     // and the update (under mpirun: the gradient reduction).
     T step(const std::function<void()>& after_backward = {}) {
-        const auto loss = nn::gpt_loss(model_.forward(idx_, {.path = path_}).logits, targets_);
+        const auto loss = model_.loss(idx_, targets_, {.path = path_});  // lm_head and the loss fused
         backward(loss, {.keep_intermediate_grads = false});
         if (after_backward) after_backward();
         adamw_.step();

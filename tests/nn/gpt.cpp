@@ -1,4 +1,5 @@
-// nn::GPT beyond nanoGPT's fixtures: sampling with the key/value cache against recomputation,
+// nn::GPT beyond nanoGPT's fixtures: GPT::loss against gpt_loss of the logits, sampling with the
+// key/value cache against recomputation,
 // cropping at block_size, top_k, Hugging Face's transposed state dicts, llm.c's file format, the
 // decay groups of the optimizers.
 #include <algorithm>
@@ -36,6 +37,32 @@ nn::GPT<double> small_model(const nn::GPTConfig& c, std::uint64_t seed) {
     for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.5, gen); });
     set_training(m, false);
     return m;
+}
+
+TEST_CASE("GPT::loss (lm_head and the loss fused) gives gpt_loss(forward(idx).logits) and its gradients") {
+    auto m = small_model(small_config(), 4);
+    const Ids idx{{3, 1, 4, 1, 5, 9}, {2, 6, 5, 3, 5, 8}};
+    const Ids targets{{1, 4, 1, 5, 9, 2}, {6, 5, -1, 5, 8, -1}};  // -1: ignored, as nanoGPT's
+    std::map<std::string, xt::xtensor<double, 2>> grads[2];
+    double losses[2];
+    for (int fused = 0; fused < 2; ++fused) {
+        const Var<double, 0> loss = fused ? m.loss(idx, targets) : nn::gpt_loss(m(idx), targets);
+        backward(loss);
+        losses[fused] = loss.value()();
+        for_each_parameter(m, [&](const std::string& name, auto& p) {
+            if constexpr (std::decay_t<decltype(p)>::rank == 2) grads[fused][name] = p.grad();
+            p.zero_grad();
+        });
+        tape().clear();
+    }
+    CHECK(losses[1] == doctest::Approx(losses[0]).epsilon(1e-13));
+    REQUIRE(grads[0].size() == grads[1].size());
+    for (const auto& [name, g] : grads[0]) {
+        INFO(name);
+        CHECK(xt::amax(xt::abs(grads[1][name] - g))() < 1e-12);
+        CHECK(xt::amax(xt::abs(g))() > 1e-4);
+    }
+    CHECK_THROWS_WITH(m.loss(idx, Ids{{1, 2}}), "GPT::loss: targets have shape (1, 2) but idx (2, 6)");
 }
 
 TEST_CASE("GPT: the key/value cache gives the logits of a full forward, position by position") {

@@ -27,6 +27,7 @@
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/ops/linear_cross_entropy.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/shape.hpp"
 
@@ -137,6 +138,11 @@ struct GPT {
     // logits (B, T, vocab_size) of idx (B, T), T <= block_size, every id in [0, vocab_size).
     Var<T, 3> operator()(const xt::xtensor<std::int64_t, 2>& idx) const { return forward(idx).logits; }
     GPTOutput<T> forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o = {}) const;
+    // gpt_loss(forward(idx).logits, targets) without the logits (B, T, vocab_size) and their
+    // gradient: lm_head and the loss in one op (linear_cross_entropy), a chunk of rows at a time.
+    // The training step's form: the same value and gradients up to float rounding.
+    Var<T, 0> loss(const xt::xtensor<std::int64_t, 2>& idx, const xt::xtensor<std::int64_t, 2>& targets,
+                   const GPTForwardOptions& o = {}) const;
     // The final hidden states (B, T, C) after ln_f, for positions [first, first + T) of idx's rows;
     // `caches` (one per layer) give the earlier positions' keys and values (nn/gpt_generate.hpp).
     Var<T, 3> hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o, std::vector<Var<T, 3>>* weights,
@@ -272,6 +278,18 @@ GPTOutput<T> GPT<T>::forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTF
     const Var<T, 3> x = hidden(idx, o, o.need_weights ? &out.attn_weights : nullptr);
     out.logits = named(linear(x, lm_head.weight), "lm_head");
     return out;
+}
+
+template <Real T>
+Var<T, 0> GPT<T>::loss(const xt::xtensor<std::int64_t, 2>& idx, const xt::xtensor<std::int64_t, 2>& targets,
+                       const GPTForwardOptions& o) const {
+    if (targets.shape() != idx.shape())
+        throw shape_error("GPT::loss: targets have shape " + shape_str(targets.shape()) + " but idx " +
+                          shape_str(idx.shape()));
+    LinearCrossEntropyOptions opts;
+    opts.ignore_index = -1;  // gpt_loss's
+    const Var<T, 3> x = hidden(idx, o, nullptr);
+    return named(linear_cross_entropy(x, lm_head.weight, targets, opts), "lm_head_loss");
 }
 
 template <Real T>
