@@ -126,6 +126,15 @@ TEST_CASE("linear_cross_entropy: all targets ignored gives NaN with zero gradien
     CHECK_FALSE(value.requires_grad());
 }
 
+TEST_CASE("linear_cross_entropy of x with no features: zero logits, a loss of log V per row") {
+    const Var<double, 2> x = parameter(xt::xtensor<double, 2>::from_shape({2, 0}));
+    const Var<double, 2> w = parameter(xt::xtensor<double, 2>::from_shape({3, 0}));
+    const Var<double, 0> loss = linear_cross_entropy(x, w, xt::xtensor<I64, 1>{0, 2});
+    CHECK(loss.value()() == doctest::Approx(std::log(3.0)).epsilon(1e-15));
+    backward(loss);
+    tape().clear();
+}
+
 TEST_CASE("linear_cross_entropy errors name the op, the operand and its shape") {
     const Var<double, 3> x = parameter(normal3<double>(2, 3, 4, 7));
     const Var<double, 2> w = parameter(normal2<double>(5, 4, 8));

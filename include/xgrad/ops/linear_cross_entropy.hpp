@@ -75,6 +75,11 @@ public:
         rounded = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
         if constexpr (std::is_same_v<T, float>)
             if (rounded) rounded_operands.weight.round(weight.value().data(), false, classes, in, in);
+        // what this step does not keep goes, should an earlier step on this node have kept it
+        const auto release = [](std::vector<T>& v) { std::vector<T>().swap(v); };
+        if (!keeps_grad_logits) release(grad_logits);
+        if (keeps_grad_logits || !need_x) release(grad_x);
+        if (keeps_grad_logits || !need_weight) release(grad_weight);
         if (keeps_grad_logits) {  // all rows at once: Z (rows, V) = X · Wᵀ becomes dℓ/dZ
             grad_logits.resize(rows * classes);
             product(Step::logits, rows, x.value().data(), grad_logits.data(), nullptr, T(1), T(0));
@@ -215,7 +220,7 @@ Var<T, 0> linear_cross_entropy(const Var<T, N>& x, const Var<T, 2>& weight,
                               std::to_string(k) + " is out of range for " + std::to_string(classes) +
                               " classes (ignore_index is " + std::to_string(options.ignore_index) + ")");
     }
-    const std::size_t rows = in == 0 ? 0 : x.size() / in;
+    const std::size_t rows = targets.size();  // x's leading dimensions, whatever C (even 0)
     const std::size_t chunk =
         options.rows_per_chunk ? options.rows_per_chunk : std::max<std::size_t>(32, (std::size_t(1) << 24) / std::max<std::size_t>(classes, 1));
     return make_op<detail::LinearCrossEntropyNode<T, N>>(std::array<std::size_t, 0>{}, [&](auto& node) {
