@@ -161,7 +161,8 @@ TEST_CASE("a long k is summed in panels that accumulate onto C: beta, bias and N
                 }
     };
     for (const GemmBackend backend : kernels::all_gemm_backends) {
-        if (kernels::backend_available<float>(backend)) check.operator()<float>(backend, Shape{9, 20, 5000}, 1e-5);
+        for (const Shape s : {Shape{9, 20, 5000}, Shape{40, 9, 5000}})  // column blocks, then row blocks
+            if (kernels::backend_available<float>(backend)) check.operator()<float>(backend, s, 1e-5);
         if (kernels::backend_available<double>(backend)) check.operator()<double>(backend, Shape{7, 33, 2100}, 1e-13);
     }
 }

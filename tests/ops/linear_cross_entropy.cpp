@@ -95,18 +95,49 @@ TEST_CASE("linear_cross_entropy under Autocast: the unfused pair's bfloat16 prod
         xt::xtensor<I64, 2> t = xt::xtensor<I64, 2>::from_shape({batch, 8});
         for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = I64((i * 37) % 300);
         const LinearCrossEntropyOptions o{.rows_per_chunk = chunk};
-        // upstream gradient 1: dℓ/dZ is rounded to bfloat16 before backward scales it, where the
-        // unfused pair rounds it after (both are bfloat16 roundings of the same gradient)
-        const Result reference = run(x0, w0, [&](auto& x, auto& w) { return unfused(x, w, t, o); }, 1.0f);
+        // upstream gradient 2: the chunked form rounds dℓ/dZ to bfloat16 before backward scales it,
+        // the unfused pair after; a power of two scales a bfloat16 value exactly
+        const Result reference = run(x0, w0, [&](auto& x, auto& w) { return unfused(x, w, t, o); }, 2.0f);
         Autocast autocast(MatmulPrecision::bfloat16);
-        const Result fused = run(x0, w0, [&](auto& x, auto& w) { return linear_cross_entropy(x, w, t, o); }, 1.0f);
-        const Result plain = run(x0, w0, [&](auto& x, auto& w) { return unfused(x, w, t, o); }, 1.0f);
+        const Result fused = run(x0, w0, [&](auto& x, auto& w) { return linear_cross_entropy(x, w, t, o); }, 2.0f);
+        const Result plain = run(x0, w0, [&](auto& x, auto& w) { return unfused(x, w, t, o); }, 2.0f);
         CHECK(std::fabs(fused.loss - plain.loss) < 1e-6 * std::fabs(plain.loss));
         CHECK(max_abs_diff(fused.grad_x, plain.grad_x) < 1e-6 * xt::amax(xt::abs(plain.grad_x))());
         CHECK(max_abs_diff(fused.grad_w, plain.grad_w) < 1e-5 * xt::amax(xt::abs(plain.grad_w - 1.0))());
         // and bfloat16 is in use: float32's loss differs by more than float rounding
         CHECK(std::fabs(fused.loss - reference.loss) > 1e-5 * std::fabs(reference.loss));
     }
+}
+
+TEST_CASE("linear_cross_entropy: the tape's reused node switches forms and sizes step after step") {
+    // the same tape slot each time (nothing else is recorded before it): dℓ/dlogits kept, chunks,
+    // no rows at all (a sum of nothing: 0, and no gradient), then dℓ/dlogits again
+    const auto w0 = normal2<double>(5, 4, 9);
+    const auto x_full = normal3<double>(2, 3, 4, 10);
+    const auto x_none = xt::xtensor<double, 3>::from_shape({0, 3, 4});
+    const xt::xtensor<I64, 2> t_full{{4, 0, 1}, {2, 3, 4}};
+    const auto t_none = xt::xtensor<I64, 2>::from_shape({0, 3});
+    struct Step {
+        const xt::xtensor<double, 3>* x;
+        const xt::xtensor<I64, 2>* t;
+        std::size_t chunk;
+    };
+    const std::vector<Step> steps{{&x_full, &t_full, 0}, {&x_full, &t_full, 2}, {&x_none, &t_none, 2}, {&x_full, &t_full, 0}};
+    std::vector<Result> expected;
+    for (const Step& st : steps) {
+        const LinearCrossEntropyOptions o{.reduction = LossReduction::sum, .rows_per_chunk = st.chunk};
+        expected.push_back(run(*st.x, w0, [&](auto& x, auto& w) { return unfused(x, w, *st.t, o); }));
+    }
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        INFO("step ", i);
+        const LinearCrossEntropyOptions o{.reduction = LossReduction::sum, .rows_per_chunk = steps[i].chunk};
+        const Result r = run(*steps[i].x, w0, [&](auto& x, auto& w) { return linear_cross_entropy(x, w, *steps[i].t, o); });
+        CHECK(std::fabs(r.loss - expected[i].loss) < 1e-12);
+        CHECK(max_abs_diff(r.grad_x, expected[i].grad_x) < 1e-13);
+        CHECK(max_abs_diff(r.grad_w, expected[i].grad_w) < 1e-13);
+    }
+    CHECK(expected[2].loss == 0.0);
+    CHECK(xt::amax(xt::abs(expected[2].grad_w - 1.0))() == 0.0);  // Σ W's gradient alone
 }
 
 TEST_CASE("linear_cross_entropy: all targets ignored gives NaN with zero gradients; under NoGrad a value only") {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -82,20 +83,21 @@ public:
         if (keeps_grad_logits || !need_weight) release(grad_weight);
         if (keeps_grad_logits) {  // all rows at once: Z (rows, V) = X · Wᵀ becomes dℓ/dZ
             grad_logits.resize(rows * classes);
-            product(Step::logits, rows, x.value().data(), grad_logits.data(), nullptr, T(1), T(0));
+            product(Step::logits, rows, x.value().data(), grad_logits.data(), nullptr, T(0));
             losses_and_grads(0, rows, grad_logits.data(), scale);
         } else {
             if (need_x) grad_x.resize(rows * in);
             if (need_weight) grad_weight.resize(classes * in);
+            if (need_weight && rows == 0) std::fill(grad_weight.begin(), grad_weight.end(), T(0));  // no chunk writes it
             PooledScratch<typename xt::xtensor<T, 1>::storage_type> logits(std::min(chunk, rows) * classes);
             for (std::size_t r0 = 0; r0 < rows; r0 += chunk) {
                 const std::size_t r = std::min(chunk, rows - r0);
                 const T* xc = x.value().data() + r0 * in;
                 T* z = logits.data();
-                product(Step::logits, r, xc, z, nullptr, T(1), T(0));  // Z (r, V) = Xc · Wᵀ
+                product(Step::logits, r, xc, z, nullptr, T(0));  // Z (r, V) = Xc · Wᵀ
                 losses_and_grads(r0, r, z, scale);                      // Z becomes dℓ/dZ
-                if (need_x) product(Step::grad_x, r, xc, z, grad_x.data() + r0 * in, T(1), T(0));
-                if (need_weight) product(Step::grad_weight, r, xc, z, grad_weight.data(), T(1), r0 ? T(1) : T(0));
+                if (need_x) product(Step::grad_x, r, xc, z, grad_x.data() + r0 * in, T(0));
+                if (need_weight) product(Step::grad_weight, r, xc, z, grad_weight.data(), r0 ? T(1) : T(0));
             }
         }
         T total = 0;
@@ -107,14 +109,24 @@ public:
         // dX = g · dℓ/dX + beta · dX, dW = g · dℓ/dW + beta · dW, g = d(output)/dℓ
         const T g = this->grad_buffer().data()[0];
         if (keeps_grad_logits) {
+            // g · dℓ/dz, in a copy when g ≠ 1 (the kept one stays for another backward): the products
+            // keep alpha 1, as oneDNN makes a primitive for every alpha it is given
             T* dz = grad_logits.data();
+            std::optional<PooledScratch<typename xt::xtensor<T, 1>::storage_type>> scaled;
+            if (g != T(1)) {
+                T* out = scaled.emplace(grad_logits.size()).data();
+                parallel_for(grad_logits.size(), double(grad_logits.size()), [&](std::size_t begin, std::size_t end) {
+                    for (std::size_t i = begin; i < end; ++i) out[i] = g * dz[i];
+                });
+                dz = out;
+            }
             if (x.requires_grad()) {
                 const auto [gx, beta] = x.node()->grad_target();
-                product(Step::grad_x, rows, x.value().data(), dz, gx, g, beta);
+                product(Step::grad_x, rows, x.value().data(), dz, gx, beta);
             }
             if (weight.requires_grad()) {
                 const auto [gw, beta] = weight.node()->grad_target();
-                product(Step::grad_weight, rows, x.value().data(), dz, gw, g, beta);
+                product(Step::grad_weight, rows, x.value().data(), dz, gw, beta);
             }
             return;
         }
@@ -133,32 +145,33 @@ private:
     enum class Step { logits, grad_x, grad_weight };
 
     // One of the three products of r rows from xc, into c (beta 1 accumulates):
-    //   logits       Z (r, V) = Xc (r, in) · Wᵀ                        (c is z)
-    //   grad_x       dXc (r, in) = alpha · dZ (r, V) · W (V, in) + beta · dXc
-    //   grad_weight  dW (V, in) = alpha · dZᵀ (V, r) · Xc (r, in) + beta · dW
-    // in T, or under Autocast on operands rounded to bfloat16: W once per forward, Xc with its logits.
-    void product(Step step, std::size_t r, const T* xc, T* z, T* c, T alpha, T beta) {
+    //   logits       Z (r, V) = Xc (r, in) · Wᵀ                 (c is z)
+    //   grad_x       dXc (r, in) = dZ (r, V) · W (V, in) + beta · dXc
+    //   grad_weight  dW (V, in) = dZᵀ (V, r) · Xc (r, in) + beta · dW
+    // in T, or under Autocast on operands rounded to bfloat16: W once per forward, Xc with its logits,
+    // dZ into a buffer of this thread (grown once, reused by every product).
+    void product(Step step, std::size_t r, const T* xc, T* z, T* c, T beta) {
         using kernels::Op;
         const T* w = weight.value().data();
         if constexpr (std::is_same_v<T, float>) {
             if (rounded) {
                 Rounded& o = rounded_operands;
-                thread_local kernels::RoundedMatrix dz;  // dZ's copies live only in this product
+                thread_local kernels::RoundedMatrix dz;
                 if (step == Step::logits) {
                     o.x.round(xc, false, r, in, in);
                     return kernels::gemm_rounded(o.x, o.weight, true, 1.0f, 0.0f, z, classes);
                 }
                 if (step == Step::grad_x) {
                     dz.round(z, false, r, classes, classes);
-                    return kernels::gemm_rounded(dz, o.weight, false, alpha, beta, c, in);
+                    return kernels::gemm_rounded(dz, o.weight, false, 1.0f, beta, c, in);
                 }
                 dz.round(z, true, classes, r, classes);
-                return kernels::gemm_rounded(dz, o.x, false, alpha, beta, c, in);
+                return kernels::gemm_rounded(dz, o.x, false, 1.0f, beta, c, in);
             }
         }
         if (step == Step::logits) kernels::gemm(Op::none, Op::trans, r, classes, in, T(1), xc, w, T(0), z);
-        else if (step == Step::grad_x) kernels::gemm(Op::none, Op::none, r, in, classes, alpha, z, w, beta, c);
-        else kernels::gemm(Op::trans, Op::none, classes, in, r, alpha, z, xc, beta, c);
+        else if (step == Step::grad_x) kernels::gemm(Op::none, Op::none, r, in, classes, T(1), z, w, beta, c);
+        else kernels::gemm(Op::trans, Op::none, classes, in, r, T(1), z, xc, beta, c);
     }
 
     // Rows [r0, r0 + r) of the loss from their logits z (r, V), which become dℓ/dz in place.
