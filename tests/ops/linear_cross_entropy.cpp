@@ -183,7 +183,7 @@ TEST_CASE("linear_cross_entropy errors name the op, the operand and its shape") 
     CHECK(message([&] { linear_cross_entropy(x, w, xt::xtensor<I64, 2>{{0, 1}, {2, 3}}); }) ==
           "linear_cross_entropy: targets have shape (2, 2) but x (2, 3, 4) needs its shape without the last axis");
     CHECK(message([&] { linear_cross_entropy(x, w, xt::xtensor<I64, 2>{{0, 1, 5}, {3, 4, 0}}); }) ==
-          "linear_cross_entropy: target 5 at flat index 2 is out of range for 5 classes (ignore_index is -100)");
+          "linear_cross_entropy: target 5 at flat index 2 is out of range for 5 classes [0, 5) (ignore_index is -100)");
     CHECK(message([&] { linear_cross_entropy(x, w, t, {.label_smoothing = 1.5}); }).rfind(
               "linear_cross_entropy: label_smoothing must be in [0, 1]", 0) == 0);
     tape().clear();

@@ -139,7 +139,7 @@ struct GPT {
     Var<T, 3> operator()(const xt::xtensor<std::int64_t, 2>& idx) const { return forward(idx).logits; }
     GPTOutput<T> forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o = {}) const;
     // gpt_loss(forward(idx).logits, targets) without the logits (B, T, vocab_size) and their
-    // gradient: lm_head and the loss in one op (linear_cross_entropy), a chunk of rows at a time.
+    // gradient kept apart: lm_head and the loss in one op (linear_cross_entropy).
     // The training step's form: the same value and gradients up to float rounding.
     Var<T, 0> loss(const xt::xtensor<std::int64_t, 2>& idx, const xt::xtensor<std::int64_t, 2>& targets,
                    const GPTForwardOptions& o = {}) const;

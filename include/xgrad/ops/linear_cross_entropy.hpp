@@ -11,7 +11,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -176,7 +175,7 @@ private:
 
     // Rows [r0, r0 + r) of the loss from their logits z (r, V), which become dℓ/dz in place.
     void losses_and_grads(std::size_t r0, std::size_t r, T* z, T scale) {
-        const T eps = static_cast<T>(opt.label_smoothing), V = T(classes);
+        const T eps = static_cast<T>(opt.label_smoothing);
         parallel_for(r, 16.0 * double(r) * double(classes), [&](std::size_t first, std::size_t last) {
             for (std::size_t i = first; i < last; ++i) {
                 T* row = z + i * classes;
@@ -186,18 +185,11 @@ private:
                     std::fill(row, row + classes, T(0));
                     continue;
                 }
-                T lse;  // row becomes log p
+                T lse;  // row becomes log p, then its gradient
                 kernels::softmax_rows<true>(row, 1, classes, classes, kernels::EmptyLine::nan, kernels::NoMasks<T>{},
                                             &lse);
-                T loss = -(1 - eps) * row[y];
-                if (eps != 0) loss -= eps / V * std::accumulate(row, row + classes, T(0));
-                row_loss[r0 + i] = loss;
-                using batch = simd::Vec<T>;
-                const batch vs(scale), smoothing(scale * eps / V);
-                kernels::for_each_vector(row, classes, T(0), [&](std::size_t j, std::size_t count, batch lp) {
-                    simd::store_part(row + j, vs * xsimd::exp(lp) - smoothing, count);
-                });
-                row[y] -= scale * (1 - eps);
+                row_loss[r0 + i] = cross_entropy_row_loss(row, classes, y, eps);
+                cross_entropy_row_grad(row, T(0), classes, y, scale, eps, row, T(0));
             }
         });
     }
@@ -223,16 +215,8 @@ Var<T, 0> linear_cross_entropy(const Var<T, N>& x, const Var<T, 2>& weight,
     if (!std::equal(targets.shape().begin(), targets.shape().end(), x.shape().begin()))
         throw shape_error("linear_cross_entropy: targets have shape " + shape_str(targets.shape()) + " but x " +
                           shape_str(x.shape()) + " needs its shape without the last axis");
-    if (!(options.label_smoothing >= 0 && options.label_smoothing <= 1))
-        throw value_error("linear_cross_entropy: label_smoothing must be in [0, 1], got " +
-                          std::to_string(options.label_smoothing));
-    for (std::size_t k = 0; k < targets.size(); ++k) {
-        const std::int64_t t = targets.data()[k];
-        if (t != options.ignore_index && (t < 0 || t >= std::int64_t(classes)))
-            throw value_error("linear_cross_entropy: target " + std::to_string(t) + " at flat index " +
-                              std::to_string(k) + " is out of range for " + std::to_string(classes) +
-                              " classes (ignore_index is " + std::to_string(options.ignore_index) + ")");
-    }
+    detail::check_class_targets("linear_cross_entropy", targets.data(), targets.size(), classes, options.ignore_index,
+                                options.label_smoothing);
     const std::size_t rows = targets.size();  // x's leading dimensions, whatever C (even 0)
     const std::size_t chunk =
         options.rows_per_chunk ? options.rows_per_chunk : std::max<std::size_t>(32, (std::size_t(1) << 24) / std::max<std::size_t>(classes, 1));

@@ -136,6 +136,39 @@ Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMod
 // ---- cross_entropy: logits (B, C, d...) seen as (outer = B, C, inner = Πd); class axis 1 ----
 // Per position: ℓ = −(1−ε)·log p_y − (ε/C)·Σ_c log p_c, with log p = log_softmax over C.
 // mean divides Σℓ by the number of non-ignored targets (0 of them: NaN, as torch).
+// The options and targets of a cross-entropy over `classes` classes, checked for `op`.
+inline void check_class_targets(const char* op, const std::int64_t* targets, std::size_t count, std::size_t classes,
+                                std::int64_t ignore_index, double label_smoothing) {
+    if (!(label_smoothing >= 0 && label_smoothing <= 1))
+        throw value_error(std::string(op) + ": label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+    const auto C = static_cast<std::int64_t>(classes);
+    for (std::size_t k = 0; k < count; ++k)
+        if (targets[k] != ignore_index && (targets[k] < 0 || targets[k] >= C))
+            throw value_error(std::string(op) + ": target " + std::to_string(targets[k]) + " at flat index " +
+                              std::to_string(k) + " is out of range for " + std::to_string(C) + " classes [0, " +
+                              std::to_string(C) + ") (ignore_index is " + std::to_string(ignore_index) + ")");
+}
+
+// One row's loss from its log-probabilities lp (C) and target y: −(1−ε)·lp_y − ε/C · Σ lp.
+template <Real T>
+T cross_entropy_row_loss(const T* lp, std::size_t C, std::int64_t y, T eps) {
+    T loss = -(1 - eps) * lp[y];
+    if (eps != 0) loss -= eps / T(C) * std::accumulate(lp, lp + C, T(0));
+    return loss;
+}
+
+// One row's gradient dZ (C) = beta · dZ + s · (exp(z − lse) − q), q = (1−ε)·one_hot(y) + ε/C; beta 0
+// or 1 (0: dZ not read). z may be dZ itself (z = log p and lse 0 turns a row of log p into its gradient).
+template <Real T>
+void cross_entropy_row_grad(const T* z, T lse, std::size_t C, std::int64_t y, T s, T eps, T* g, T beta) {
+    using batch = simd::Vec<T>;
+    const batch vs(s), smoothing(s * eps / T(C)), shift(lse);
+    kernels::for_each_vector(z, C, T(0), [&](std::size_t j, std::size_t count, batch v) {
+        kernels::store_with_beta(g + j, vs * xsimd::exp(v - shift) - smoothing, count, beta);
+    });
+    g[y] -= s * (1 - eps);
+}
+
 template <Real T, std::size_t R, std::size_t M>
 class CrossEntropyNode final : public OpNode<CrossEntropyNode<T, R, M>, T, M> {
 public:
@@ -202,9 +235,7 @@ public:
             for (std::size_t r = first; r < last; ++r) {
                 std::copy(z + r * C, z + (r + 1) * C, lp.data());
                 kernels::softmax_rows<true>(lp.data(), 1, C, C, kernels::EmptyLine::nan, kernels::NoMasks<T>{}, &row_lse[r]);
-                row_loss[r] = targets[r] == opt.ignore_index ? T(0) : -(1 - eps) * lp[targets[r]];
-                if (eps != 0 && targets[r] != opt.ignore_index)
-                    row_loss[r] -= eps / T(C) * std::accumulate(lp.data(), lp.data() + C, T(0));
+                row_loss[r] = targets[r] == opt.ignore_index ? T(0) : cross_entropy_row_loss(lp.data(), C, targets[r], eps);
             }
         });
         T total = 0;
@@ -232,19 +263,12 @@ public:
         T* gz = logits.node()->grad_buffer().data();
         const T eps = static_cast<T>(opt.label_smoothing);
         if (inner == 1) {  // rows: dZ row += s · exp(z − lse) − s·ε/C, then −s·(1−ε) at the target
-            using batch = simd::Vec<T>;
             const T* z = logits.value().data();
             return parallel_for(outer, 12.0 * double(outer) * double(C), [&](std::size_t first, std::size_t last) {
-                for (std::size_t r = first; r < last; ++r) {
-                    if (targets[r] == opt.ignore_index) continue;
-                    const T scale = position_scale(gy, r);
-                    const batch vs(scale), smoothing(scale * eps / T(C)), lse(row_lse[r]);
-                    T* g = gz + r * C;
-                    kernels::for_each_vector(z + r * C, C, T(0), [&](std::size_t j, std::size_t count, batch v) {
-                        kernels::store_with_beta(g + j, vs * xsimd::exp(v - lse) - smoothing, count, T(1));
-                    });
-                    g[targets[r]] -= scale * (1 - eps);
-                }
+                for (std::size_t r = first; r < last; ++r)
+                    if (targets[r] != opt.ignore_index)
+                        cross_entropy_row_grad(z + r * C, row_lse[r], C, targets[r], position_scale(gy, r), eps,
+                                               gz + r * C, T(1));
             });
         }
         for (std::size_t o = 0; o < outer; ++o)
@@ -275,18 +299,9 @@ Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int
         throw shape_error("cross_entropy: targets must have shape " + shape_str(expected) + " for logits " +
                           shape_str(ls) + " (class axis " + std::to_string(class_axis) + " removed), got " +
                           shape_str(targets.shape()));
-    if (!(opt.label_smoothing >= 0 && opt.label_smoothing <= 1))
-        throw value_error("cross_entropy: label_smoothing must be in [0, 1], got " +
-                          std::to_string(opt.label_smoothing));
     const AxisSplit split = split_at(ls, class_axis);
-    const auto C = static_cast<std::int64_t>(split.extent);
-    for (std::size_t k = 0; k < targets.size(); ++k) {
-        const std::int64_t t = targets.data()[k];
-        if (t != opt.ignore_index && (t < 0 || t >= C))
-            throw value_error("cross_entropy: target " + std::to_string(t) + " at flat index " + std::to_string(k) +
-                              " is out of range for " + std::to_string(C) + " classes [0, " + std::to_string(C) +
-                              ") (ignore_index is " + std::to_string(opt.ignore_index) + ")");
-    }
+    check_class_targets("cross_entropy", targets.data(), targets.size(), split.extent, opt.ignore_index,
+                        opt.label_smoothing);
     std::array<std::size_t, M> shape;
     if constexpr (M > 0) shape = expected;
     return make_op<CrossEntropyNode<T, R, M>>(shape, [&](auto& node) {
