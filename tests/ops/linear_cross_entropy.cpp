@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include <xtensor/xview.hpp>
+
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "xgrad/core/error.hpp"
@@ -29,6 +30,9 @@ public:
     virtual void backward() {}
     // Drops references to input nodes so a cleared tape frees (or reuses) them.
     virtual void release_inputs() {}
+    // A view (ops/shape_view.hpp) lets go of its input's buffer, once the tape is its only holder:
+    // the input's node, reused next step, then writes its own buffer again rather than a new one.
+    virtual void release_view() {}
     // Calls f on every input node this op holds (held until the tape is cleared). Tape listings
     // read it, and so does dist::DataParallel: a parameter's gradient is final once the backward
     // walk has passed the last node that reports it.
@@ -68,6 +72,12 @@ namespace detail {
 inline bool& anomaly_mode() {
     thread_local bool enabled = false;
     return enabled;
+}
+// While a backward that gives intermediate gradients back runs (BackwardOptions): a view may then
+// hand its gradient's buffer to its input instead of copying it (ViewNode, ops/shape_view.hpp).
+inline bool& backward_releases_grads() {
+    thread_local bool releasing = false;
+    return releasing;
 }
 // While an anomaly-mode backward runs: every node whose gradient buffer was touched, so the
 // gradients an op's backward wrote can be checked right after it.
@@ -141,6 +151,8 @@ public:
             nodes_[i]->release_inputs();
             nodes_[i]->stale = true;
         }
+        for (std::size_t i = 0; i < size_; ++i)
+            if (nodes_[i].use_count() == 1) nodes_[i]->release_view();
         size_ = 0;
     }
     // Frees every node, used or not.
@@ -163,6 +175,11 @@ public:
     void run_backward(std::size_t root, bool release_grads = false) {
         if (observer_) observer_->backward_begins(*this, root);
         detail::MatmulPrecisionScope restore_precision(detail::matmul_precision());
+        struct ReleasingScope {
+            bool previous = std::exchange(detail::backward_releases_grads(), false);
+            ~ReleasingScope() { detail::backward_releases_grads() = previous; }
+        } releasing;
+        detail::backward_releases_grads() = release_grads;
         if (detail::anomaly_mode()) return run_backward_checked(root, release_grads);
         for (std::size_t i = root + 1; i-- > 0;) {
             Node& n = *nodes_[i];

@@ -10,12 +10,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
-#include <xtensor/xtensor.hpp>
-
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/grad_pool.hpp"
 #include "xgrad/core/parallel.hpp"
+#include "xgrad/core/storage.hpp"
 #include "xgrad/core/tape.hpp"
 #include "xgrad/inspect/names.hpp"
 
@@ -24,7 +22,8 @@ namespace xgrad {
 template <class T>
 concept Real = std::same_as<T, float> || std::same_as<T, double>;
 
-// A node's storage: value and gradient of the same static rank. The members that touch the
+// A node's storage: value and gradient of the same static rank. The value is a SharedArray
+// (storage.hpp), which a view's node shares with its input (ViewNode, ops/shape_view.hpp). The members that touch the
 // gradient's buffer are defined below the class, not in it: not inline, so a program that links
 // libxgrad (which holds TensorNode for float and double, ranks 0-4) calls them rather than
 // compiling them, and the buffer pool and threads they reach, in each of its units.
@@ -33,8 +32,10 @@ class TensorNode : public Node {
 public:
     using value_type = T;
     static constexpr std::size_t rank = N;
+    // true for a node whose value is its input's buffer (a view): make_op neither sizes nor unshares it
+    static constexpr bool aliases_input = false;
 
-    xt::xtensor<T, N> value;
+    SharedArray<T, N> value;
 
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
     xt::xtensor<T, N>& grad_buffer();
@@ -53,15 +54,23 @@ public:
     const xt::xtensor<T, N>* grad_storage() const { return &grad_; }
     ArrayView value_view() const override { return view_of(value); }
     ArrayView grad_view() const override { return grad_live_ ? view_of(grad_) : ArrayView{view_of(value).shape}; }
-    static ArrayView view_of(const xt::xtensor<T, N>& a) {
+    template <class A>
+    static ArrayView view_of(const A& a) {
         return {std::vector<std::size_t>(a.shape().begin(), a.shape().end()), a.data(), std::same_as<T, double>};
     }
     void reset_grad() override { grad_live_ = false; }
+    // In a backward that gives gradients back, when `input` has no gradient yet: this gradient's
+    // buffer becomes input's (same element count, read in input's shape), no copy; this node's
+    // is then released. False, and nothing done, otherwise. A view's backward (ViewNode).
+    template <std::size_t M>
+    bool pass_grad_buffer(TensorNode<T, M>& input);
     std::string nonfinite(bool in_grad) const override;
     // Anomaly mode: throws when this node, just computed by its op, holds NaN or inf.
     void check_forward() const;
 
 private:
+    template <Real, std::size_t>
+    friend class TensorNode;
     using Storage = typename xt::xtensor<T, N>::storage_type;
     xt::xtensor<T, N> grad_;  // its storage is empty while released to the pool
     bool grad_live_ = false;
@@ -88,14 +97,27 @@ void TensorNode<T, N>::release_grad() {
     detail::grad_pool<Storage>().give(grad_.storage());
 }
 template <Real T, std::size_t N>
+template <std::size_t M>
+bool TensorNode<T, N>::pass_grad_buffer(TensorNode<T, M>& input) {
+    if (!detail::backward_releases_grads() || input.grad_live_ || !grad_live_ || grad_.size() != input.value.size())
+        return false;
+    if (auto* writes = detail::anomaly_grad_writes()) writes->push_back(&input);
+    input.grad_.storage().swap(grad_.storage());
+    if (input.grad_.shape() != input.value.shape()) input.grad_.resize(input.value.shape());
+    input.grad_live_ = true;
+    release_grad();  // gives back what input held before, if anything
+    return true;
+}
+template <Real T, std::size_t N>
 std::string TensorNode<T, N>::nonfinite(bool in_grad) const {
     if (in_grad && !grad_live_) return "";
-    const auto& a = in_grad ? grad_ : value;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const T x = a.data()[i];
+    const T* data = in_grad ? grad_.data() : value.data();
+    const auto& shape = in_grad ? grad_.shape() : value.shape();
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const T x = data[i];
         if (std::isfinite(x) || (x < 0 && std::isinf(x) && !in_grad && allows_negative_infinity())) continue;
         return std::string(std::isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf") + " at element " + std::to_string(i) +
-               " of " + shape_str(a.shape());
+               " of " + shape_str(shape);
     }
     return "";
 }
@@ -138,9 +160,11 @@ public:
         requires(!std::same_as<std::remove_cvref_t<E>, Var>)
     Var(const E& expr);
 
-    const xt::xtensor<T, N>& value() const { return node_->value; }
+    // An xtensor container of rank N (SharedArray, core/storage.hpp): read it as an xt::xtensor.
+    // A view's value (reshape) is its input's buffer: writing one writes the other, as in PyTorch.
+    const SharedArray<T, N>& value() const { return node_->value; }
     // Mutable value, for optimizers and initializers updating parameters in place.
-    xt::xtensor<T, N>& value() { return node_->value; }
+    SharedArray<T, N>& value() { return node_->value; }
     // The accumulated gradient (zeros when nothing reached this node).
     const xt::xtensor<T, N>& grad() const { return node_->grad_buffer(); }
     bool has_grad() const { return node_->has_grad(); }
@@ -173,27 +197,45 @@ private:
     std::shared_ptr<node_type> node_;
 };
 
+namespace detail {
+template <Real T, std::size_t N>
+Var<T, N> make_leaf(SharedArray<T, N>&& value, bool requires_grad) {
+    auto n = std::make_shared<LeafNode<T, N>>();
+    n->value = std::move(value);
+    n->requires_grad = requires_grad;
+    return Var<T, N>(std::move(n));
+}
+template <Real T, std::size_t N>
+Var<T, N> make_leaf(xt::xtensor<T, N>&& value, bool requires_grad) {
+    SharedArray<T, N> adopted;
+    adopt(adopted, std::move(value));  // its buffer, not a copy
+    return make_leaf(std::move(adopted), requires_grad);
+}
+}  // namespace detail
+
 // A trainable leaf: requires grad; gradients accumulate across backward calls until zero_grad.
 template <Real T, std::size_t N>
 Var<T, N> parameter(xt::xtensor<T, N> value) {
-    auto n = std::make_shared<LeafNode<T, N>>();
-    n->value = std::move(value);
-    n->requires_grad = true;
-    return Var<T, N>(std::move(n));
+    return detail::make_leaf(std::move(value), true);
+}
+template <Real T, std::size_t N>
+Var<T, N> parameter(SharedArray<T, N> value) {
+    return detail::make_leaf(std::move(value), true);
 }
 
 // An input or constant leaf: no gradient flows into it.
 template <Real T, std::size_t N>
 Var<T, N> constant(xt::xtensor<T, N> value) {
-    auto n = std::make_shared<LeafNode<T, N>>();
-    n->value = std::move(value);
-    n->requires_grad = false;
-    return Var<T, N>(std::move(n));
+    return detail::make_leaf(std::move(value), false);
+}
+template <Real T, std::size_t N>
+Var<T, N> constant(SharedArray<T, N> value) {
+    return detail::make_leaf(std::move(value), false);
 }
 
 template <Real T, std::size_t N>
 Var<T, N> Var<T, N>::detach() const {
-    return constant(value());
+    return constant(SharedArray<T, N>(value()));  // a copy of the elements
 }
 
 // Creates the output node of an op: on the current tape when grad is enabled and some input
@@ -271,7 +313,7 @@ public:
 //   2. copies the inputs into the node's input slots, NodeT::inputs() (a std::tie of its members,
 //      in the order of `inputs`), for forward to read;
 //   3. sizes the node's value to out_shape: a node the tape reuses keeps its buffer, so a steady
-//      step allocates nothing here;
+//      step allocates nothing here (unless a view someone still holds shares it: then a new one);
 //   4. runs forward(node), which sets the node's parameters and writes node.value;
 //   5. a free-standing node then drops its inputs (release_inputs); a recorded one keeps them
 //      for backward.
@@ -281,7 +323,10 @@ template <class NodeT, class Shape, class Forward, class... Inputs>
 Var<typename NodeT::value_type, NodeT::rank> make_op(const Shape& out_shape, Forward&& forward, const Inputs&... inputs) {
     auto node = make_node<NodeT>((input_requires_grad(inputs) || ...));
     node->inputs() = std::tie(inputs...);
-    if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
+    if constexpr (!NodeT::aliases_input) {
+        node->value.storage().unshare();
+        if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
+    }
     forward(*node);
     if (!node->requires_grad) node->release_inputs();
     return Var<typename NodeT::value_type, NodeT::rank>(std::move(node));
