@@ -45,7 +45,7 @@ TEST_CASE("a view sees writes to its input's value, as in PyTorch; a copy of its
         NoGrad no_grad;
         return reshape(w, {4});
     }();
-    w.value()(1, 0) = 30;  // an optimizer step writes the parameter in place
+    w.value()(1, 0) = 30;  // a write in place
     CHECK(flat.value() == D1{1, 2, 30, 4});
     auto copy = flat.value();  // an owning copy of the elements
     copy(0) = -1;
@@ -53,6 +53,20 @@ TEST_CASE("a view sees writes to its input's value, as in PyTorch; a copy of its
     xt::xtensor<double, 1> converted = flat.value();
     converted(1) = -2;
     CHECK(w.value()(0, 1) == 2);
+}
+
+TEST_CASE("an optimizer step shows through a view of the parameter, as in PyTorch") {
+    Generator gen(3);
+    nn::Linear<double> lin(3, 2, gen, false);
+    optim::SGD opt(lin, {.lr = 0.5});
+    const D2 before = lin.weight.value();
+    auto flat = [&] {
+        NoGrad no_grad;
+        return reshape(lin.weight, {6});
+    }();
+    backward(sum(reshape(lin.weight, {6}) * constant(D1{1, 2, 3, 4, 5, 6})));
+    opt.step();  // w -= 0.5 · dL/dw
+    for (std::size_t i = 0; i < 6; ++i) CHECK(flat.value()(i) == doctest::Approx(before.data()[i] - 0.5 * double(i + 1)));
 }
 
 TEST_CASE("the gradient through a view: dX += dY in x's shape, beside x's other uses") {
