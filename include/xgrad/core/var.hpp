@@ -23,10 +23,10 @@ template <class T>
 concept Real = std::same_as<T, float> || std::same_as<T, double>;
 
 // A node's storage: value and gradient of the same static rank. The value is a SharedArray
-// (storage.hpp), which a view's node shares with its input (ViewNode, ops/shape_view.hpp). The members that touch the
-// gradient's buffer are defined below the class, not in it: not inline, so a program that links
-// libxgrad (which holds TensorNode for float and double, ranks 0-4) calls them rather than
-// compiling them, and the buffer pool and threads they reach, in each of its units.
+// (storage.hpp), which a view's node shares with its input (ViewNode, ops/shape_view.hpp). The
+// members that touch the gradient's buffer are defined below the class, not in it: not inline,
+// so a program that links libxgrad (which holds TensorNode for float and double, ranks 0-4) calls
+// them rather than compiling them, and the buffer pool and threads they reach, in each of its units.
 template <Real T, std::size_t N>
 class TensorNode : public Node {
 public:
@@ -324,8 +324,8 @@ Var<typename NodeT::value_type, NodeT::rank> make_op(const Shape& out_shape, For
     auto node = make_node<NodeT>((input_requires_grad(inputs) || ...));
     node->inputs() = std::tie(inputs...);
     if constexpr (!NodeT::aliases_input) {
-        node->value.storage().unshare();
         if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
+        node->value.storage().unshare();  // after resize: a new size has a buffer of its own already
     }
     forward(*node);
     if (!node->requires_grad) node->release_inputs();

@@ -1,7 +1,8 @@
 // The one mechanism behind reshape, permute, transpose, split/merge heads, slice and expand:
-// a strided gather (a view of the input's buffer when it reads every element in place). Output element number f (row-major over the walk's extents) is read from input
-// element offset + Σ_k index_k · stride_k. Its exact adjoint scatters with += through the same map,
-// so a zero stride (expand) sums the gradient of every repeat.
+// a strided gather (a view of the input's buffer when it reads every element in place). Output
+// element number f (row-major over the walk's extents) is read from input element
+// offset + Σ_k index_k · stride_k. Its exact adjoint scatters with += through the same map, so a
+// zero stride (expand) sums the gradient of every repeat.
 #pragma once
 #include <algorithm>
 #include <array>
