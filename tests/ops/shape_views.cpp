@@ -53,6 +53,11 @@ TEST_CASE("a view sees writes to its input's value, as in PyTorch; a copy of its
     xt::xtensor<double, 1> converted = flat.value();
     converted(1) = -2;
     CHECK(w.value()(0, 1) == 2);
+    w.value() *= 2.0;  // in place: shows through
+    CHECK(flat.value() == D1{2, 4, 60, 8});
+    w.value() = w.value() * 0.5;  // a new buffer for w: the view keeps the old one
+    CHECK(flat.value() == D1{2, 4, 60, 8});
+    CHECK(w.value()(1, 0) == 30);
 }
 
 TEST_CASE("an optimizer step shows through a view of the parameter, as in PyTorch") {
@@ -106,6 +111,34 @@ TEST_CASE("a backward that gives gradients back hands a view's gradient buffer t
     backward(sum(reshape(x, {6}) * constant(D1{1, 2, 3, 4, 5, 6})), BackwardOptions{.keep_intermediate_grads = false});
     CHECK(x.grad() == D2{{1, 2, 3}, {4, 5, 6}});
     CHECK(x.grad().shape() == std::array<std::size_t, 2>{2, 3});
+}
+
+TEST_CASE("the handover is a swap of buffers, not a copy; anomaly mode and accumulation keep it exact") {
+    auto x = parameter(D2{{1, 2, 3}, {4, 5, 6}});
+    const auto c = constant(D1{1, 2, 3, 4, 5, 6});
+    auto step = [&](bool keep) {
+        backward(sum(reshape(x, {6}) * c), BackwardOptions{.keep_intermediate_grads = keep});
+        return x.grad().data();
+    };
+    // keeping gradients: the view's stays readable, x's gradient is written into x's own buffer
+    const double* own = step(true);
+    x.zero_grad();
+    CHECK(step(true) == own);
+    // giving them back: x's gradient is the view's buffer (x's old one goes to the pool)
+    x.zero_grad();
+    const double* handed = step(false);
+    CHECK(handed != own);
+    CHECK(x.grad() == D2{{1, 2, 3}, {4, 5, 6}});
+    // no zero_grad: the next backward adds onto it (x's gradient is live: no handover)
+    CHECK(step(false) == handed);
+    CHECK(x.grad() == D2{{2, 4, 6}, {8, 10, 12}});
+    // the same under anomaly mode's checked walk
+    x.zero_grad();
+    {
+        DetectAnomaly anomaly;
+        step(false);
+    }
+    CHECK(x.grad() == D2{{1, 2, 3}, {4, 5, 6}});
 }
 
 TEST_CASE("the tape's reuse never writes a buffer a held view shares, and a steady step reallocates nothing") {

@@ -49,7 +49,7 @@ public:
         std::copy_n(other.data_, size_, data_);
     }
     SharedStorage& operator=(const SharedStorage& other) {
-        if (this == &other) return *this;
+        if (data_ == other.data_ && size_ == other.size_) return *this;  // itself, or its own buffer shared
         if (other.size_ != size_) reallocate(other.size_);
         std::copy_n(other.data_, size_, data_);
         return *this;

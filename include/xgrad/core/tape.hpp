@@ -151,8 +151,8 @@ public:
             nodes_[i]->release_inputs();
             nodes_[i]->stale = true;
         }
-        for (std::size_t i = 0; i < size_; ++i)
-            if (nodes_[i].use_count() == 1) nodes_[i]->release_view();
+        for (auto& node : nodes_)  // also slots past this step: a view held then, dropped since
+            if (node.use_count() == 1) node->release_view();
         size_ = 0;
     }
     // Frees every node, used or not.

@@ -161,7 +161,8 @@ public:
     Var(const E& expr);
 
     // An xtensor container of rank N (SharedArray, core/storage.hpp): read it as an xt::xtensor.
-    // A view's value (reshape) is its input's buffer: writing one writes the other, as in PyTorch.
+    // A view's value (reshape) is its input's buffer: a write in place (an element, +=, noalias)
+    // shows through both, as in PyTorch; `value() = expr` gives this node a new buffer instead.
     const SharedArray<T, N>& value() const { return node_->value; }
     // Mutable value, for optimizers and initializers updating parameters in place.
     SharedArray<T, N>& value() { return node_->value; }
