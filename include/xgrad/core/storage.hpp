@@ -72,10 +72,9 @@ public:
     // Gives up a buffer someone else also holds, for one of this storage's own of the same size
     // (contents unspecified): what a reused node does before its op writes.
     void unshare() {
-        if (buffer_ && buffer_.use_count() > 1) reallocate(size_);
+        if (is_shared()) reallocate(size_);
     }
     bool is_shared() const { return buffer_ && buffer_.use_count() > 1; }
-    bool shares_with(const SharedStorage& other) const { return buffer_ && buffer_ == other.buffer_; }
     void adopt(buffer_type&& buffer) {
         buffer_ = std::make_shared<buffer_type>(std::move(buffer));
         data_ = buffer_->data(), size_ = buffer_->size();
