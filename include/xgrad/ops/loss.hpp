@@ -136,6 +136,7 @@ Var<T, M> mse_loss_impl(const Var<T, N>& input, const Var<T, N>& target, LossMod
 // ---- cross_entropy: logits (B, C, d...) seen as (outer = B, C, inner = Πd); class axis 1 ----
 // Per position: ℓ = −(1−ε)·log p_y − (ε/C)·Σ_c log p_c, with log p = log_softmax over C.
 // mean divides Σℓ by the number of non-ignored targets (0 of them: NaN, as torch).
+
 // The options and targets of a cross-entropy over `classes` classes, checked for `op`.
 inline void check_class_targets(const char* op, const std::int64_t* targets, std::size_t count, std::size_t classes,
                                 std::int64_t ignore_index, double label_smoothing) {
