@@ -30,9 +30,6 @@ public:
     virtual void backward() {}
     // Drops references to input nodes so a cleared tape frees (or reuses) them.
     virtual void release_inputs() {}
-    // A view (ops/shape_view.hpp) lets go of its input's buffer, once the tape is its only holder:
-    // the input's node, reused next step, then writes its own buffer again rather than a new one.
-    virtual void release_view() {}
     // Calls f on every input node this op holds (held until the tape is cleared). Tape listings
     // read it, and so does dist::DataParallel: a parameter's gradient is final once the backward
     // walk has passed the last node that reports it.
@@ -74,7 +71,7 @@ inline bool& anomaly_mode() {
     return enabled;
 }
 // While a backward that gives intermediate gradients back runs (BackwardOptions): a view may then
-// hand its gradient's buffer to its input instead of copying it (ViewNode, ops/shape_view.hpp).
+// hand its gradient's buffer to its input instead of copying it (FlatCopyNode, ops/shape_view.hpp).
 inline bool& backward_releases_grads() {
     thread_local bool releasing = false;
     return releasing;
@@ -151,8 +148,6 @@ public:
             nodes_[i]->release_inputs();
             nodes_[i]->stale = true;
         }
-        for (auto& node : nodes_)  // also slots past this step: a view held then, dropped since
-            if (node.use_count() == 1) node->release_view();
         size_ = 0;
     }
     // Frees every node, used or not.

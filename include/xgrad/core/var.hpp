@@ -12,18 +12,19 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/grad_pool.hpp"
+#include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
 #include "xgrad/core/parallel.hpp"
-#include "xgrad/core/storage.hpp"
 #include "xgrad/core/tape.hpp"
 #include "xgrad/inspect/names.hpp"
+
+#include <xtensor/xtensor.hpp>
 
 namespace xgrad {
 
 template <class T>
 concept Real = std::same_as<T, float> || std::same_as<T, double>;
 
-// A node's storage: value and gradient of the same static rank. The value is a SharedArray
-// (storage.hpp), which a view's node shares with its input (ViewNode, ops/shape_view.hpp). The
+// A node's storage: value and gradient of the same static rank, each an xt::xtensor<T, N>. The
 // members that touch the gradient's buffer are defined below the class, not in it: not inline,
 // so a program that links libxgrad (which holds TensorNode for float and double, ranks 0-4) calls
 // them rather than compiling them, and the buffer pool and threads they reach, in each of its units.
@@ -32,10 +33,8 @@ class TensorNode : public Node {
 public:
     using value_type = T;
     static constexpr std::size_t rank = N;
-    // true for a node whose value is its input's buffer (a view): make_op neither sizes nor unshares it
-    static constexpr bool aliases_input = false;
 
-    SharedArray<T, N> value;
+    xt::xtensor<T, N> value;
 
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
     xt::xtensor<T, N>& grad_buffer();
@@ -61,7 +60,8 @@ public:
     void reset_grad() override { grad_live_ = false; }
     // In a backward that gives gradients back, when `input` has no gradient yet: this gradient's
     // buffer becomes input's (same element count, read in input's shape), no copy; this node's
-    // is then released. False, and nothing done, otherwise. A view's backward (ViewNode).
+    // is then released. False, and nothing done, otherwise. A reshape's backward (FlatCopyNode,
+    // ops/shape_view.hpp).
     template <std::size_t M>
     bool pass_grad_buffer(TensorNode<T, M>& input);
     std::string nonfinite(bool in_grad) const override;
@@ -160,12 +160,11 @@ public:
         requires(!std::same_as<std::remove_cvref_t<E>, Var>)
     Var(const E& expr);
 
-    // An xtensor container of rank N (SharedArray, core/storage.hpp): read it as an xt::xtensor.
-    // A view's value (reshape) is its input's buffer: a write in place (an element, +=, noalias)
-    // shows through both, as in PyTorch; `value() = expr` gives this node a new buffer instead.
-    const SharedArray<T, N>& value() const { return node_->value; }
+    // The value: an xt::xtensor<T, N> of this node's own (every op's output, reshape's too, is a
+    // new array; nothing aliases it).
+    const xt::xtensor<T, N>& value() const { return node_->value; }
     // Mutable value, for optimizers and initializers updating parameters in place.
-    SharedArray<T, N>& value() { return node_->value; }
+    xt::xtensor<T, N>& value() { return node_->value; }
     // The accumulated gradient (zeros when nothing reached this node).
     const xt::xtensor<T, N>& grad() const { return node_->grad_buffer(); }
     bool has_grad() const { return node_->has_grad(); }
@@ -200,17 +199,11 @@ private:
 
 namespace detail {
 template <Real T, std::size_t N>
-Var<T, N> make_leaf(SharedArray<T, N>&& value, bool requires_grad) {
+Var<T, N> make_leaf(xt::xtensor<T, N>&& value, bool requires_grad) {
     auto n = std::make_shared<LeafNode<T, N>>();
-    n->value = std::move(value);
+    n->value = std::move(value);  // its buffer, not a copy
     n->requires_grad = requires_grad;
     return Var<T, N>(std::move(n));
-}
-template <Real T, std::size_t N>
-Var<T, N> make_leaf(xt::xtensor<T, N>&& value, bool requires_grad) {
-    SharedArray<T, N> adopted;
-    adopt(adopted, std::move(value));  // its buffer, not a copy
-    return make_leaf(std::move(adopted), requires_grad);
 }
 }  // namespace detail
 
@@ -219,24 +212,16 @@ template <Real T, std::size_t N>
 Var<T, N> parameter(xt::xtensor<T, N> value) {
     return detail::make_leaf(std::move(value), true);
 }
-template <Real T, std::size_t N>
-Var<T, N> parameter(SharedArray<T, N> value) {
-    return detail::make_leaf(std::move(value), true);
-}
 
 // An input or constant leaf: no gradient flows into it.
 template <Real T, std::size_t N>
 Var<T, N> constant(xt::xtensor<T, N> value) {
     return detail::make_leaf(std::move(value), false);
 }
-template <Real T, std::size_t N>
-Var<T, N> constant(SharedArray<T, N> value) {
-    return detail::make_leaf(std::move(value), false);
-}
 
 template <Real T, std::size_t N>
 Var<T, N> Var<T, N>::detach() const {
-    return constant(SharedArray<T, N>(value()));  // a copy of the elements
+    return constant(xt::xtensor<T, N>(value()));  // a copy of the elements
 }
 
 // Creates the output node of an op: on the current tape when grad is enabled and some input
@@ -314,7 +299,7 @@ public:
 //   2. copies the inputs into the node's input slots, NodeT::inputs() (a std::tie of its members,
 //      in the order of `inputs`), for forward to read;
 //   3. sizes the node's value to out_shape: a node the tape reuses keeps its buffer, so a steady
-//      step allocates nothing here (unless a view someone still holds shares it: then a new one);
+//      step allocates nothing here;
 //   4. runs forward(node), which sets the node's parameters and writes node.value;
 //   5. a free-standing node then drops its inputs (release_inputs); a recorded one keeps them
 //      for backward.
@@ -324,10 +309,7 @@ template <class NodeT, class Shape, class Forward, class... Inputs>
 Var<typename NodeT::value_type, NodeT::rank> make_op(const Shape& out_shape, Forward&& forward, const Inputs&... inputs) {
     auto node = make_node<NodeT>((input_requires_grad(inputs) || ...));
     node->inputs() = std::tie(inputs...);
-    if constexpr (!NodeT::aliases_input) {
-        if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
-        node->value.storage().unshare();  // after resize: a new size has a buffer of its own already
-    }
+    if (!std::ranges::equal(out_shape, node->value.shape())) node->value.resize(out_shape);
     forward(*node);
     if (!node->requires_grad) node->release_inputs();
     return Var<typename NodeT::value_type, NodeT::rank>(std::move(node));

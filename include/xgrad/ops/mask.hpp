@@ -118,7 +118,7 @@ private:
 
 namespace detail {
 
-// A fixed-rank xtensor expression (xt::xtensor, or e.g. `tokens == pad_id`) whose elements satisfy Pred.
+// A fixed-rank xtensor expression (xt::xtensor, or e.g. `xt::equal(tokens, pad_id)`) whose elements satisfy Pred.
 template <class E>
 concept FixedRankExpression = xt::is_xexpression<std::decay_t<E>>::value &&
                               requires { std::tuple_size<typename std::decay_t<E>::shape_type>::value; };
@@ -147,7 +147,7 @@ struct is_softmax_mask<AnyMask<T>> : std::true_type {};
 template <class M>
 concept SoftmaxMask = detail::is_softmax_mask<std::remove_cvref_t<M>>::value;
 
-// The makers take any xtensor expression (xt::xtensor, xt::xarray, `tokens == pad_id`, ...);
+// The makers take any xtensor expression (xt::xtensor, xt::xarray, `xt::equal(tokens, pad_id)`, ...);
 // valid_lens a fixed-rank one (its rank is checked against the scores' at compile time).
 template <class E>
     requires xt::is_xexpression<std::decay_t<E>>::value

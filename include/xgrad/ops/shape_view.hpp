@@ -1,5 +1,5 @@
 // The one mechanism behind reshape, permute, transpose, split/merge heads, slice and expand:
-// a strided gather (a view of the input's buffer when it reads every element in place). Output
+// a strided gather (one flat copy when it reads every element in place). Output
 // element number f (row-major over the walk's extents) is read from input element
 // offset + Σ_k index_k · stride_k. Its exact adjoint scatters with += through the same map, so a
 // zero stride (expand) sums the gradient of every repeat.
@@ -120,23 +120,24 @@ public:
     }
 };
 
-// y (shape M) = x (shape N) read where it already is: a gather whose map is the identity (every
+// y (shape M) = x (shape N) element for element: a gather whose map is the identity (every
 // reshape; a permute, transpose or expand that moves or adds only axes of extent 1; a full slice).
-// y's value is x's buffer, as a view of PyTorch; dX += dY, one pass, or none: in a backward that
-// gives gradients back, dY's buffer becomes dX when nothing else has reached x yet.
+// One flat copy forward; dX += dY backward, one pass, or none: in a backward that gives gradients
+// back, dY's buffer becomes dX when nothing else has reached x yet.
 template <Real T, std::size_t N, std::size_t M>
-class ViewNode final : public OpNode<ViewNode<T, N, M>, T, M> {
+class FlatCopyNode final : public OpNode<FlatCopyNode<T, N, M>, T, M> {
 public:
-    static constexpr bool aliases_input = true;
     Var<T, N> x;  // held only when this node requires grad
     const char* name = "view";
 
     const char* op_name() const override { return name; }
     auto inputs() { return std::tie(x); }
 
-    void forward(const Var<T, N>& input, const std::array<std::size_t, M>& shape) {
-        this->value.storage().share(input.value().storage());
-        this->value.resize(shape);  // same element count: only the shape changes
+    void forward(const Var<T, N>& input) {
+        const T* src = input.value().data();
+        T* dst = this->value.data();
+        parallel_for(this->value.size(), 8.0 * double(this->value.size()),
+                     [&](std::size_t begin, std::size_t end) { std::copy(src + begin, src + end, dst + begin); });
     }
     void backward() override {
         if (!x.requires_grad() || this->pass_grad_buffer(*x.node())) return;
@@ -147,7 +148,6 @@ public:
         else
             for (std::size_t i = 0; i < n; ++i) gx[i] += gy[i];
     }
-    void release_view() override { this->value.storage().clear(); }
 };
 
 // Does `walk` read output element f from input element f, for an input of `count` elements?
@@ -156,16 +156,16 @@ inline bool is_identity(const LoopPlan<2>& walk, std::size_t offset, std::size_t
 }
 
 // Records y = x gathered through `map` with output shape `out_shape` (its size must be map.size()):
-// a view of x's buffer when the map is the identity, a copy otherwise.
+// one flat copy when the map is the identity, the strided gather otherwise.
 template <std::size_t M, Real T, std::size_t N, class Shape>
 Var<T, M> gather(const Var<T, N>& x, const Shape& out_shape, StridedMap map, const char* name) {
     std::array<std::size_t, M> shape;
     std::copy(out_shape.begin(), out_shape.end(), shape.begin());
     const LoopPlan<2> walk = map.walk();
     if (is_identity(walk, map.offset, x.size()))
-        return make_op<ViewNode<T, N, M>>(shape, [&](auto& node) {
+        return make_op<FlatCopyNode<T, N, M>>(shape, [&](auto& node) {
             node.name = name;
-            node.forward(x, shape);
+            node.forward(x);
         }, x);
     return make_op<GatherNode<T, N, M>>(shape, [&](auto& node) {
         node.walk = walk;
