@@ -81,7 +81,7 @@ const RegisterGradchecks registered_attention{"attention", {
          auto m = module({.embed_dim = 4, .num_heads = 2, .dropout = 0.3});
          Generator& drop = *m.dropout_generator;
          nn::MhaForwardOptions<double> fo;
-         fo.valid_lens = xt::xarray<std::int64_t>{2, 3};
+         fo.valid_lens = valid_lens(xt::xarray<std::int64_t>{2, 3});
          return check_module<3>(m, randn<3>({3, 2, 4}, 1), randn<3>({3, 2, 4}, 2), randn<3>({3, 2, 4}, 3), fo, &drop);
      }},
 }};

@@ -84,7 +84,7 @@ nn::MhaForwardOptions<double> make_masks(Masks kind, const Flags& f, std::size_t
         case Masks::valid_lens: {  // per query, with a float key padding mask; no weights returned
             xt::xarray<std::int64_t> lens = f.batched ? xt::xarray<std::int64_t>{{1, 2, 0}, {2, 0, 1}}
                                                       : xt::xarray<std::int64_t>{2, 1, 0};
-            fo.valid_lens = lens;
+            fo.valid_lens = valid_lens(lens);
             fo.key_padding_mask = additive_mask(random_float(kpm, seed));
             fo.need_weights = false;
             break;

@@ -129,7 +129,7 @@ GradcheckResult additive_attention(const std::optional<xt::xtensor<std::int64_t,
     return module_gradcheck(
         m, dropout > 0,
         [&](const auto& a, const auto& q, const auto& k, const auto& v) {
-            const auto r = a.forward(q, k, v, lens);
+            const auto r = lens ? a.forward(q, k, v, valid_lens(*lens)) : a.forward(q, k, v);
             return concat({flat(r.output), flat(r.weights)}, 0);
         },
         randn<3>({2, 2, 3}, seed + 1), randn<3>({2, 4, 2}, seed + 2), randn<3>({2, 4, 3}, seed + 3));

@@ -105,8 +105,8 @@
     EXTERN template void kernels::merge_causal<T>(kernels::ScoreMasks<T>&, std::size_t, std::size_t);            \
     EXTERN template void kernels::merge_valid_lens<T>(kernels::ScoreMasks<T>&, const std::int64_t*,              \
                                                       std::span<const std::size_t>, std::size_t);                 \
-    EXTERN template void kernels::merge_any<T>(kernels::ScoreMasks<T>&, const AnyMask<T>&,                       \
-                                               std::span<const std::size_t>, std::size_t);
+    EXTERN template void detail::merge_any<T>(kernels::ScoreMasks<T>&, const AnyMask<T>&,                        \
+                                              std::span<const std::size_t>, std::size_t);
 // The products of bfloat16 operands (Autocast, gemm_rounded), float only.
 #define XGRAD_PRECOMPILED_KERNELS_BFLOAT16(EXTERN)                                                                \
     EXTERN template void kernels::detail::gemm_blocks<float, kernels::bfloat16>(                                  \

@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 
 #include "commands/commands.hpp"
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "study/heads.hpp"
 #include "tasks/copy.hpp"
 #include "tasks/gpt.hpp"

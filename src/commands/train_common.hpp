@@ -20,7 +20,7 @@
 
 #include "commands/commands.hpp"
 #include "commands/distributed.hpp"
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "commands/progress.hpp"
 #include "xgrad/io/checkpoint.hpp"
 

@@ -18,7 +18,7 @@
 #include "commands/commands.hpp"
 #include "commands/distributed.hpp"
 #include "tasks/gpt.hpp"
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "commands/train_common.hpp"
 #include "xgrad/nn/gpt_generate.hpp"
 #include "xgrad/ops/autocast.hpp"

@@ -12,7 +12,7 @@
 
 #include "commands/commands.hpp"
 #include "commands/distributed.hpp"
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "commands/train_common.hpp"
 #include "tasks/sort.hpp"
 #include "xgrad/io/checkpoint.hpp"

@@ -12,7 +12,7 @@
 
 #include "tasks/gpt.hpp"
 #include "study/heads.hpp"
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 
 namespace xgrad::cli {
 

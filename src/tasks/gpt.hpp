@@ -14,7 +14,7 @@
 
 #include <fmt/core.h>
 
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "xgrad/core/tape.hpp"
 #include "xgrad/io/checkpoint.hpp"
 #include "xgrad/io/gpt_formats.hpp"

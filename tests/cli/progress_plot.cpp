@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "commands/plot.hpp"
+#include "study/plot.hpp"
 #include "commands/progress.hpp"
 #include "xgrad/core/error.hpp"
 

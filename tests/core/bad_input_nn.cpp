@@ -253,13 +253,13 @@ TEST_CASE("bad input: MultiheadAttention forward") {
                          "MultiheadAttention: attn_mask (ignore_mask) has shape (1, 3, 5) but expected (3, 5) (L, S) or "
                          "(2, 3, 5) (num_heads, L, S)" UQK,
                          shape_error);
-    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.valid_lens = I1{1, 2, 3}; })),
+    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.valid_lens = valid_lens(I1{1, 2, 3}); })),
                          "MultiheadAttention: valid_lens has shape (3,) but expected (2,) (N) or (2, 3) (N, L)" QK,
                          shape_error);
-    CHECK_THROWS_WITH_AS(m.forward(uq, uk, uv, with([](auto& o) { o.valid_lens = I1{1, 2}; })),
+    CHECK_THROWS_WITH_AS(m.forward(uq, uk, uv, with([](auto& o) { o.valid_lens = valid_lens(I1{1, 2}); })),
                          "MultiheadAttention: valid_lens has shape (2,) but expected () or (3,) (L)" UQK,
                          shape_error);
-    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.valid_lens = I1{1, -1}; })),
+    CHECK_THROWS_WITH_AS(m.forward(q, k, v, with([](auto& o) { o.valid_lens = valid_lens(I1{1, -1}); })),
                          "MultiheadAttention: valid_lens must be >= 0, got -1", value_error);
 
     Mha drop({.embed_dim = 4, .num_heads = 2, .dropout = 0.1}, g);

@@ -63,52 +63,30 @@ TEST_CASE("Transformer layers: a fully masked row gives zero attention and finit
     }
 }
 
-// repeat_for_heads is deprecated (a mask per sequence is given with *_mask_per_sequence); its tests
-// stay while it does.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
-TEST_CASE("generate_square_subsequent_mask and repeat_for_heads") {
+TEST_CASE("generate_square_subsequent_mask") {
     const auto m = nn::generate_square_subsequent_mask<double>(3);
     const double inf = std::numeric_limits<double>::infinity();
     CHECK(m.bias == xt::xarray<double>{{0, -inf, -inf}, {0, 0, -inf}, {0, 0, 0}});
     CHECK(nn::Transformer<float>::generate_square_subsequent_mask(2).bias == xt::xarray<float>{{0, -INFINITY}, {0, 0}});
-
-    // (N=2, 1, 2) over 3 heads -> (6, 1, 2), entry n·3 + h = mask[n] (3DETR's tiling)
-    const AnyMask<double> per_layer = ignore_mask(xt::xtensor<bool, 3>{{{true, false}}, {{false, true}}});
-    const auto tiled = nn::repeat_for_heads(per_layer, 3);
-    CHECK(tiled.kind() == MaskKind::ignore);
-    REQUIRE(tiled.shape().size() == 3);
-    CHECK(tiled.shape()[0] == 6);
-    for (std::size_t h = 0; h < 3; ++h) {
-        CHECK(tiled.bools()(h, 0, 0) == true);
-        CHECK(tiled.bools()(3 + h, 0, 1) == true);
-        CHECK(tiled.bools()(3 + h, 0, 0) == false);
-    }
-    const auto floats = nn::repeat_for_heads(AnyMask<double>(additive_mask(xt::xtensor<double, 3>{{{1.5}}, {{-2.0}}})), 2);
-    CHECK(floats.values() == xt::xtensor<double, 3>{{{1.5}}, {{1.5}}, {{-2.0}}, {{-2.0}}});
-    CHECK_THROWS_AS(nn::repeat_for_heads(AnyMask<double>(ignore_mask(xt::xtensor<bool, 2>{{true}})), 2), shape_error);
-    // A mask of a kind, not wrapped in AnyMask first (a 3DETR port's one line), keeps its type.
-    const IgnoreMask direct = nn::repeat_for_heads(ignore_mask(xt::xtensor<bool, 3>{{{true, false}}, {{false, true}}}), 3);
-    CHECK(direct.mask == tiled.bools());
-    const KeepMask keep = nn::repeat_for_heads(keep_mask(xt::xtensor<bool, 3>{{{true}}, {{false}}}), 2);
-    CHECK(keep.mask == xt::xtensor<bool, 3>{{{true}}, {{true}}, {{false}}, {{false}}});
-    const AdditiveMask<double> add = nn::repeat_for_heads(additive_mask(xt::xtensor<double, 3>{{{1.5}}, {{-2.0}}}), 2);
-    CHECK(add.bias == floats.values());
-    CHECK_THROWS_WITH_AS(nn::repeat_for_heads(ignore_mask(xt::xtensor<bool, 2>{{true}}), 2),
-                         "repeat_for_heads: the mask (ignore_mask) has shape (1, 1) but must be (N, L, S)", shape_error);
 }
 
 TEST_CASE("a mask per sequence is read by every head: the same as 3DETR's tiling") {
+    // 3DETR's tiling, mask.unsqueeze(1).repeat(1, H, 1, 1).view(N·H, L, S): entry n·H + h = mask[n]
+    const auto repeat_for_heads = [](const xt::xtensor<bool, 3>& m, std::size_t H) {
+        xt::xtensor<bool, 3> out = xt::xtensor<bool, 3>::from_shape({m.shape(0) * H, m.shape(1), m.shape(2)});
+        for (std::size_t n = 0; n < m.shape(0); ++n)
+            for (std::size_t h = 0; h < H; ++h) xt::view(out, n * H + h) = xt::view(m, n);
+        return out;
+    };
     Generator gen(5);
     const nn::TransformerEncoderLayer<double> layer(tiny(), gen);  // 2 heads
     const auto src = constant(xt::xtensor<double, 3>{{{0.3, -1.0, 0.5, 0.2}, {1.1, 0.4, -0.7, 0.0}},
                                                      {{-0.2, 0.8, 0.1, -0.9}, {0.6, -0.3, 0.9, 0.4}},
                                                      {{0.5, 0.5, -0.4, 1.2}, {-1.3, 0.2, 0.3, -0.5}}});  // (S 3, N 2, E 4)
     // (N 2, S 3, S 3): sequence 0 attends to earlier keys, sequence 1 to later ones
-    const AnyMask<double> per_sequence = ignore_mask(xt::xtensor<bool, 3>{
-        {{false, true, true}, {false, false, true}, {false, false, false}},
-        {{false, false, false}, {true, false, false}, {true, true, false}}});
+    const xt::xtensor<bool, 3> ignored{{{false, true, true}, {false, false, true}, {false, false, false}},
+                                       {{false, false, false}, {true, false, false}, {true, true, false}}};
+    const AnyMask<double> per_sequence = ignore_mask(ignored);
     const auto run = [&](const nn::EncoderForwardOptions<double, 3>& fo) {
         const auto out = layer.forward(src, fo);
         backward(sum(out * out));
@@ -119,7 +97,7 @@ TEST_CASE("a mask per sequence is read by every head: the same as 3DETR's tiling
     };
     nn::EncoderForwardOptions<double, 3> shared, tiled;
     shared.src_mask = per_sequence, shared.src_mask_per_sequence = true;
-    tiled.src_mask = nn::repeat_for_heads(per_sequence, 2);
+    tiled.src_mask = ignore_mask(repeat_for_heads(ignored, 2));
     const auto a = run(shared), b = run(tiled), unmasked = run({});
     CHECK(a[0] == b[0]);
     CHECK(a[1] == b[1]);
@@ -131,7 +109,6 @@ TEST_CASE("a mask per sequence is read by every head: the same as 3DETR's tiling
     tape().clear();
 }
 
-#pragma GCC diagnostic pop
 
 TEST_CASE("stacks start from independent copies with equal values") {
     Generator gen(2);

@@ -47,7 +47,8 @@ public:
     // A value of -inf is a result, not an anomaly (log_softmax of a masked entry).
     virtual bool allows_negative_infinity() const { return false; }
 
-    // ---- inspection (xgrad/inspect/); none of it is used by forward or backward ----
+    // ---- inspection: the tape listings (inspect/), `xgrad inspect` and the explorer read these;
+    //      none of it is used by forward or backward ----
     using InternalVisitor =
         std::function<void(const char* name, const char* formula, const ArrayView& value, const ArrayView& grad)>;
     virtual ArrayView value_view() const = 0;

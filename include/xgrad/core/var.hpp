@@ -15,7 +15,7 @@
 #include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/tape.hpp"
-#include "xgrad/inspect/names.hpp"
+#include "xgrad/core/names.hpp"
 
 #include <xtensor/xtensor.hpp>
 

@@ -1,7 +1,7 @@
 // Looking at a tape: which ops one forward recorded, on what, and what its backward computed.
-// This folder, include/xgrad/inspect/, is the one place for studying a backward pass: the tape
-// printer here, the module paths that name the nodes (names.hpp), and the internals of the fused
-// attention ops recomputed on request (attention.hpp). `xgrad inspect` drives them.
+// The tape printer that `xgrad inspect` drives; the module paths that name the nodes are
+// core/names.hpp, and the fused attention ops recompute their internals on request
+// (nn/attention/internals.hpp).
 //
 //   TapeGraph g(tape());            // after a forward (and a backward), before tape().clear()
 //   print_forward(std::cout, g);    // every op in recording order: op, name, shape, inputs
@@ -24,7 +24,7 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/tape.hpp"
-#include "xgrad/inspect/names.hpp"
+#include "xgrad/core/names.hpp"
 
 namespace xgrad {
 

@@ -1,17 +1,16 @@
 // The score-mask merge of the kernel layer: the masks of one softmax call merged over its scores,
 // as the softmax kernels read them (softmax.hpp). masked_softmax and every attention path fill a
-// ScoreMasks from the mask vocabulary (ops/mask.hpp) through merge_mask, and nothing else turns a
-// mask into scores.
+// ScoreMasks from the mask vocabulary (ops/mask.hpp's merge_mask, through merge_values, merge_causal
+// and merge_valid_lens here), and nothing else turns a mask into scores.
 //
 // The scores are seen as rows of S' keys, their leading axes (..., L) flattened. A mask is given
 // as a view over those leading axes (size 1 = broadcast) and a row of S ≤ S' keys per entry; keys
 // [S, S') are never masked (MultiheadAttention's bias_k and zero-attention keys).
 //
 // Offers: ScoreMasks (the merged ignore and additive rows, and live_keys: the KeyRange some row of
-// a run keeps), RowMasks (a run of rows' masks as the rows layout reads them), merged_masks (the
-// masks of one masked_softmax call), merge_mask (one mask of the vocabulary, broadcast to the
-// scores), merge_any (an AnyMask read through a view), merge_causal, merge_valid_lens and
-// broadcast_view.
+// a run keeps), RowMasks (a run of rows' masks as the rows layout reads them), merge_values (one
+// mask's entries read through a view), merge_broadcast (one mask broadcast to the scores),
+// merge_causal, merge_valid_lens and broadcast_view.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -24,9 +23,11 @@
 
 #include "xgrad/core/var.hpp"
 #include "xgrad/kernels/softmax.hpp"
-#include "xgrad/ops/mask.hpp"
 
 namespace xgrad::kernels {
+
+// What a mask's entries mean: true = ignore the key, true = keep it, or a value added to the score.
+enum class MaskKind { ignore, keep, additive };
 
 // The leading axes a mask can be read through, held in arrays: merging allocates nothing.
 inline constexpr std::size_t max_mask_axes = 16;
@@ -309,57 +310,4 @@ void merge_broadcast(ScoreMasks<T>& out, MaskKind kind, const xt::xarray<V>& m, 
     merge_values(out, kind, m.data(), std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back(),
                  m.shape().back());
 }
-template <Real T, class Shape>
-void merge_mask(ScoreMasks<T>& out, const IgnoreMask& m, const Shape& shape, const char* op) {
-    merge_broadcast(out, MaskKind::ignore, m.mask, shape, "ignore_mask", op);
-}
-template <Real T, class Shape>
-void merge_mask(ScoreMasks<T>& out, const KeepMask& m, const Shape& shape, const char* op) {
-    merge_broadcast(out, MaskKind::keep, m.mask, shape, "keep_mask", op);
-}
-template <Real T, class Shape, class U>
-void merge_mask(ScoreMasks<T>& out, const AdditiveMask<U>& m, const Shape& shape, const char* op) {
-    static_assert(std::same_as<T, U>, "xgrad: additive_mask must have the scores' element type (float or double)");
-    merge_broadcast(out, MaskKind::additive, m.bias, shape, "additive_mask", op);
-}
-// An AnyMask read through `view` (MultiheadAttention's masks, or one broadcast to the scores).
-template <Real T>
-void merge_any(ScoreMasks<T>& out, const AnyMask<T>& m, std::span<const std::size_t> view, std::size_t S) {
-    if (m.kind() == MaskKind::additive) merge_values(out, m.kind(), m.values().data(), view, S, m.shape().back());
-    else merge_values(out, m.kind(), m.bools().data(), view, S, m.shape().back());
-}
-template <Real T, class Shape>
-void merge_mask(ScoreMasks<T>& out, const AnyMask<T>& m, const Shape& shape, const char* op) {
-    if (!m) return;
-    const MaskView view = broadcast_view(m.shape(), shape, m.name(), op);
-    merge_any(out, m, std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back());
-}
-template <Real T, class Shape>
-void merge_mask(ScoreMasks<T>& out, causal_t, const Shape& shape, const char*) {
-    merge_causal(out, shape.back());
-}
-// valid_lens of shape (B) or (B, Q): the leading axes of the scores, left-aligned (d2l).
-template <Real T, class Shape, std::size_t V>
-void merge_mask(ScoreMasks<T>& out, const ValidLens<V>& v, const Shape& shape, const char* op) {
-    if (!std::equal(v.lens.shape().begin(), v.lens.shape().end(), shape.begin()))
-        throw shape_error(std::string(op) + ": valid_lens of shape " + shape_str(v.lens.shape()) +
-                          " must equal the leading axes of the scores of shape " + shape_str(shape));
-    for (std::int64_t len : v.lens)
-        if (len < 0) throw value_error(std::string(op) + ": valid_lens holds a negative length " + std::to_string(len));
-    MaskView view;
-    view.fill(1);
-    std::copy(v.lens.shape().begin(), v.lens.shape().end(), view.begin());
-    merge_valid_lens(out, v.lens.data(), std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back());
-}
-
-// The masks of a masked_softmax over scores of `shape`, merged; thrown errors name `op`. Per
-// thread, reused: a steady step allocates nothing.
-template <Real T, class Shape, SoftmaxMask... Masks>
-const ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] const char* op, const Masks&... masks) {
-    thread_local ScoreMasks<T> merged;
-    merged.reset(shape);
-    (merge_mask(merged, masks, shape, op), ...);
-    return merged;
-}
-
 }  // namespace xgrad::kernels

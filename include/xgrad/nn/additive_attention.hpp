@@ -13,7 +13,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/layers.hpp"
@@ -67,12 +66,6 @@ struct AdditiveAttention {
         if constexpr (sizeof...(V) == 1) weights = masked_softmax(scores, valid...);
         else weights = softmax(scores, -1);
         return {matmul(dropout(weights), values), weights};
-    }
-    // The spelling before valid_lens(lens): an optional int64 tensor, kept for existing code.
-    template <std::size_t V>
-    AdditiveAttentionOutput<T> forward(const Var<T, 3>& queries, const Var<T, 3>& keys, const Var<T, 3>& values,
-                                       const std::optional<xt::xtensor<std::int64_t, V>>& valid) const {
-        return valid ? forward(queries, keys, values, valid_lens(*valid)) : forward(queries, keys, values);
     }
 };
 

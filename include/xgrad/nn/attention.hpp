@@ -52,7 +52,7 @@ struct MhaForwardOptions {
     AnyMask<T> attn_mask{};         // (L, S) or (N*num_heads, L, S)
     // attn_mask is (N, L, S) (unbatched: (1, L, S)): one mask per sequence, read by every head of
     // it (3DETR's per-layer masks, which 3DETR tiles to (N*num_heads, L, S); not a torch argument).
-    // The one way to give a mask per sequence (nn::repeat_for_heads is kept for existing code).
+    // The one way to give a mask per sequence.
     bool attn_mask_per_sequence = false;
     bool average_attn_weights = true;
     bool is_causal = false;  // with no attn_mask: a causal mask is applied

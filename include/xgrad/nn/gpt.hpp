@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "xgrad/core/random.hpp"
-#include "xgrad/inspect/names.hpp"
+#include "xgrad/core/names.hpp"
 #include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/layers.hpp"

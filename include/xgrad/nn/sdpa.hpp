@@ -57,7 +57,7 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     std::array<std::size_t, N> scores_shape;
     std::copy(sq.begin(), sq.end(), scores_shape.begin());
     scores_shape[N - 1] = sk[N - 2];
-    const kernels::ScoreMasks<T>& merged = kernels::merged_masks<T>(scores_shape, op, masks...);
+    const kernels::ScoreMasks<T>& merged = xgrad::detail::merged_masks<T>(scores_shape, op, masks...);
 
     return reference_attention(q, k, v, T(s), merged, dropout_p, gen);
 }

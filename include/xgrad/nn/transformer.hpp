@@ -40,55 +40,6 @@ AdditiveMask<T> generate_square_subsequent_mask(std::size_t sz) {
 }
 
 namespace detail {
-// (N, L, S) -> (N·nhead, L, S), entry n·nhead + h = m[n]; `what` names the mask in errors.
-template <class V>
-xt::xarray<V> repeat_for_heads(const xt::xarray<V>& m, std::size_t nhead, const char* what) {
-    const auto& s = m.shape();
-    if (s.size() != 3)
-        throw shape_error("repeat_for_heads: the mask (" + std::string(what) + ") has shape " +
-                          shape_str(std::vector<std::size_t>(s.begin(), s.end())) + " but must be (N, L, S)");
-    const std::size_t n = s[0], block = s[1] * s[2];
-    xt::xarray<V> out = xt::xarray<V>::from_shape({n * nhead, s[1], s[2]});
-    for (std::size_t b = 0; b < n; ++b)
-        for (std::size_t h = 0; h < nhead; ++h)
-            std::copy(m.data() + b * block, m.data() + (b + 1) * block, out.data() + (b * nhead + h) * block);
-    return out;
-}
-}  // namespace detail
-
-// 3DETR's per-layer mask tiling: (N, L, S) -> (N·nhead, L, S), entry n·nhead + h = mask[n]
-// (torch: mask.unsqueeze(1).repeat(1, nhead, 1, 1).view(N·nhead, L, S)). Keeps the mask's kind:
-// repeat_for_heads(ignore_mask(m), H) is an IgnoreMask, and likewise for keep and additive masks.
-// Kept for existing code and ports: a mask per sequence is given as it is, (N, L, S), with
-// attn_mask_per_sequence (MultiheadAttention) or src_mask_per_sequence / layer_masks (the encoder).
-#define XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED \
-    [[deprecated("give the (N, L, S) mask itself with attn_mask_per_sequence or src_mask_per_sequence")]]
-XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
-inline IgnoreMask repeat_for_heads(const IgnoreMask& mask, std::size_t nhead) {
-    return {detail::repeat_for_heads(mask.mask, nhead, "ignore_mask")};
-}
-XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
-inline KeepMask repeat_for_heads(const KeepMask& mask, std::size_t nhead) {
-    return {detail::repeat_for_heads(mask.mask, nhead, "keep_mask")};
-}
-template <Real T>
-XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
-AdditiveMask<T> repeat_for_heads(const AdditiveMask<T>& mask, std::size_t nhead) {
-    return {detail::repeat_for_heads(mask.bias, nhead, "additive_mask")};
-}
-template <Real T>
-XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
-AnyMask<T> repeat_for_heads(const AnyMask<T>& mask, std::size_t nhead) {
-    if (!mask) return mask;
-    switch (mask.kind()) {
-    case MaskKind::ignore: return IgnoreMask{detail::repeat_for_heads(mask.bools(), nhead, mask.name())};
-    case MaskKind::keep: return KeepMask{detail::repeat_for_heads(mask.bools(), nhead, mask.name())};
-    default: return AdditiveMask<T>{detail::repeat_for_heads(mask.values(), nhead, mask.name())};
-    }
-}
-#undef XGRAD_DETAIL_REPEAT_FOR_HEADS_DEPRECATED
-
-namespace detail {
 
 // xavier_uniform_ on every parameter of m with more than one dim, in state-dict order (torch's
 // Transformer._reset_parameters, DETR's).

@@ -13,11 +13,14 @@
 // valid_lens(lens) everywhere: masked_softmax, scaled_dot_product_attention, MultiheadAttention's
 // opts.valid_lens (held by AnyValidLens), AdditiveAttention's forward.
 #pragma once
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -26,6 +29,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/var.hpp"
+#include "xgrad/kernels/score_masks.hpp"
 
 namespace xgrad {
 
@@ -53,7 +57,7 @@ struct ValidLens {
 };
 
 // What a mask's entries mean.
-enum class MaskKind { ignore, keep, additive };
+using MaskKind = kernels::MaskKind;
 
 // One mask of any kind, for options that take one (MultiheadAttention's key_padding_mask and
 // attn_mask, the Transformer layers' masks): assign ignore_mask(m), keep_mask(m) or
@@ -96,17 +100,14 @@ private:
 };
 
 // Valid lengths of any rank, for options that take them (MultiheadAttention's valid_lens): assign
-// valid_lens(lens). Empty: none. An integer array assigned directly (the spelling before
-// valid_lens(...)) is still taken.
+// valid_lens(lens). Empty: none.
 class AnyValidLens {
 public:
     AnyValidLens() = default;
     AnyValidLens(std::nullopt_t) {}
     template <std::size_t V>
     AnyValidLens(const ValidLens<V>& v) : lens_(v.lens) {}
-    template <class E>
-        requires xt::is_xexpression<std::decay_t<E>>::value
-    AnyValidLens(E&& lens) : lens_(xt::xarray<std::int64_t>(std::forward<E>(lens))) {}
+    explicit AnyValidLens(xt::xarray<std::int64_t> lens) : lens_(std::move(lens)) {}
 
     explicit operator bool() const { return lens_.has_value(); }
     const xt::xarray<std::int64_t>& lens() const { return *lens_; }
@@ -181,7 +182,68 @@ template <class E>
 AnyValidLens valid_lens(E&& lens) {
     using I = detail::expr_value_t<E>;
     static_assert(std::integral<I> && !std::same_as<I, bool>, "xgrad: valid_lens needs an integer tensor");
-    return AnyValidLens(std::forward<E>(lens));
+    return AnyValidLens(xt::xarray<std::int64_t>(std::forward<E>(lens)));
 }
+
+namespace detail {
+
+// One mask of the vocabulary merged into `out`, broadcast to scores of `shape` (kernels/score_masks.hpp).
+template <Real T, class Shape>
+void merge_mask(kernels::ScoreMasks<T>& out, const IgnoreMask& m, const Shape& shape, const char* op) {
+    kernels::merge_broadcast(out, MaskKind::ignore, m.mask, shape, "ignore_mask", op);
+}
+template <Real T, class Shape>
+void merge_mask(kernels::ScoreMasks<T>& out, const KeepMask& m, const Shape& shape, const char* op) {
+    kernels::merge_broadcast(out, MaskKind::keep, m.mask, shape, "keep_mask", op);
+}
+template <Real T, class Shape, class U>
+void merge_mask(kernels::ScoreMasks<T>& out, const AdditiveMask<U>& m, const Shape& shape, const char* op) {
+    static_assert(std::same_as<T, U>, "xgrad: additive_mask must have the scores' element type (float or double)");
+    kernels::merge_broadcast(out, MaskKind::additive, m.bias, shape, "additive_mask", op);
+}
+// An AnyMask read through `view` (MultiheadAttention's masks, or one broadcast to the scores).
+template <Real T>
+void merge_any(kernels::ScoreMasks<T>& out, const AnyMask<T>& m, std::span<const std::size_t> view, std::size_t S) {
+    const std::size_t width = m.shape().back();
+    if (m.kind() == MaskKind::additive) kernels::merge_values(out, m.kind(), m.values().data(), view, S, width);
+    else kernels::merge_values(out, m.kind(), m.bools().data(), view, S, width);
+}
+template <Real T, class Shape>
+void merge_mask(kernels::ScoreMasks<T>& out, const AnyMask<T>& m, const Shape& shape, const char* op) {
+    if (!m) return;
+    const kernels::MaskView view = kernels::broadcast_view(m.shape(), shape, m.name(), op);
+    merge_any(out, m, std::span<const std::size_t>(view.data(), shape.size() - 1), shape.back());
+}
+template <Real T, class Shape>
+void merge_mask(kernels::ScoreMasks<T>& out, causal_t, const Shape& shape, const char*) {
+    kernels::merge_causal(out, shape.back());
+}
+// valid_lens of shape (B) or (B, Q): the leading axes of the scores, left-aligned (d2l).
+template <Real T, class Shape, std::size_t V>
+void merge_mask(kernels::ScoreMasks<T>& out, const ValidLens<V>& v, const Shape& shape, const char* op) {
+    if (!std::equal(v.lens.shape().begin(), v.lens.shape().end(), shape.begin()))
+        throw shape_error(std::string(op) + ": valid_lens of shape " + shape_str(v.lens.shape()) +
+                          " must equal the leading axes of the scores of shape " + shape_str(shape));
+    for (std::int64_t len : v.lens)
+        if (len < 0) throw value_error(std::string(op) + ": valid_lens holds a negative length " + std::to_string(len));
+    kernels::MaskView view;
+    view.fill(1);
+    std::copy(v.lens.shape().begin(), v.lens.shape().end(), view.begin());
+    const std::span<const std::size_t> leading(view.data(), shape.size() - 1);
+    kernels::merge_valid_lens(out, v.lens.data(), leading, shape.back());
+}
+
+// The masks of a masked_softmax over scores of `shape`, merged; thrown errors name `op`. Per
+// thread, reused: a steady step allocates nothing.
+template <Real T, class Shape, SoftmaxMask... Masks>
+const kernels::ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] const char* op,
+                                           const Masks&... masks) {
+    thread_local kernels::ScoreMasks<T> merged;
+    merged.reset(shape);
+    (merge_mask(merged, masks, shape, op), ...);
+    return merged;
+}
+
+}  // namespace detail
 
 }  // namespace xgrad

@@ -144,7 +144,7 @@ Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
                   "rank(scores) - 1 (d2l: (B,) or (B, Q))");
     detail::require_var(x, "masked_softmax", "x");
     // merged (and so checked) before anything is recorded
-    return detail::masked_softmax_merged(x, kernels::merged_masks<T>(x.shape(), "masked_softmax", masks...));
+    return detail::masked_softmax_merged(x, detail::merged_masks<T>(x.shape(), "masked_softmax", masks...));
 }
 
 // Expressions are materialized first: softmax(a * b, -1), masked_softmax(scores * scale, causal).

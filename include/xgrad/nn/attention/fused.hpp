@@ -28,6 +28,7 @@
 #include "xgrad/kernels/attention.hpp"
 #include "xgrad/kernels/gemm_tiled.hpp"
 #include "xgrad/kernels/softmax.hpp"
+#include "xgrad/nn/attention/internals.hpp"
 #include "xgrad/nn/attention/weights_context.hpp"
 
 namespace xgrad::nn::detail {
@@ -74,7 +75,7 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // below
 
 private:
     using Grads = HeadGrads<T>;
@@ -154,6 +155,21 @@ Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, cons
         fill_masks(node.masks);
         node.forward();
     }, q, k, v);
+}
+
+// The fused op's weights are kept (transposed, live keys only).
+template <Real T>
+void FusedAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
+    if (!q.source || !k.source || !v.source) return;  // inputs released: the tape was cleared
+    const std::size_t L = q.layout.len, S = k.layout.len, ld = this->ld();
+    xt::xtensor<T, 3> weights(std::array<std::size_t, 3>{heads(), L, S}, T(0));
+    for (std::size_t bh = 0; bh < heads(); ++bh) {
+        const T* pt = probs_t.data() + bh * S * ld;
+        for (std::size_t j = live[bh].begin; j < live[bh].end; ++j)
+            for (std::size_t i = 0; i < L; ++i) weights(bh, i, j) = pt[(j - live[bh].begin) * ld + i];
+    }
+    visit_attention_internals(f, *this, v, out, attention_scores(q, k, scale, masks), weights,
+                              this->has_grad() ? this->grad_storage()->data() : nullptr);
 }
 
 }  // namespace xgrad::nn::detail

@@ -32,6 +32,7 @@
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/internals.hpp"
 
 namespace xgrad::nn::detail {
 
@@ -82,7 +83,7 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // below
 
 private:
     using Grads = HeadGrads<T>;
@@ -171,6 +172,17 @@ Var<T, 3> memory_efficient_attention(const HeadOperand<T>& q, const HeadOperand<
         fill_masks(node.masks);
         node.forward();
     }, q, k, v);
+}
+
+// The memory-efficient op keeps nothing: its weights are the softmax of the recomputed scores.
+template <Real T>
+void MemoryEfficientAttentionNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
+    if (!q.source || !k.source || !v.source) return;  // inputs released: the tape was cleared
+    const xt::xtensor<T, 3> scores = attention_scores(q, k, scale, masks);
+    xt::xtensor<T, 3> weights = scores;
+    kernels::softmax_rows(weights.data(), weights.size() / k.layout.len, k.layout.len, k.layout.len,
+                          kernels::EmptyLine::zeros, kernels::NoMasks<T>{});
+    visit_attention_internals(f, *this, v, out, scores, weights, this->has_grad() ? this->grad_storage()->data() : nullptr);
 }
 
 }  // namespace xgrad::nn::detail

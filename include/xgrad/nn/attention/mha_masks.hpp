@@ -121,8 +121,8 @@ struct MhaMasks {
     void merge(kernels::ScoreMasks<T>& out) const {
         const MaskGeometry& g = geometry;
         out.reset(g.scores());
-        if (key_padding_mask) kernels::merge_any(out, key_padding_mask, kpm_view, g.src_len);
-        if (attn_mask) kernels::merge_any(out, attn_mask, attn_view, g.src_len);
+        if (key_padding_mask) xgrad::detail::merge_any(out, key_padding_mask, kpm_view, g.src_len);
+        if (attn_mask) xgrad::detail::merge_any(out, attn_mask, attn_view, g.src_len);
         if (causal) kernels::merge_causal(out, g.src_len);
         if (valid_lens) {  // (N) or (N, L): read as (N, 1, 1) or (N, 1, L)
             const bool per_query = valid_lens->dimension() == (g.batched ? 2u : 1u);

@@ -18,7 +18,7 @@
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys);
 // memory_efficient also skips, block by block, the keys a causal mask hides.
-// Inspection-only recomputation of their internals (scores, weights) is in inspect/attention.hpp.
+// Inspection-only recomputation of their internals (scores, weights) is in internals.hpp.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -28,7 +28,6 @@
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/precision.hpp"
 #include "xgrad/core/random.hpp"
-#include "xgrad/inspect/attention.hpp"
 #include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/memory_efficient.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"

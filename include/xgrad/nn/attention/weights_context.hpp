@@ -29,6 +29,7 @@
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/internals.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 
 namespace xgrad::nn::detail {
@@ -78,7 +79,7 @@ public:
         });
     }
 
-    void for_each_internal(const Node::InternalVisitor& f) const override;  // inspect/attention.hpp
+    void for_each_internal(const Node::InternalVisitor& f) const override;  // below
 
     void backward() override {
         using kernels::Op;
@@ -191,6 +192,23 @@ Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, c
         node.live.assign(live.begin(), live.end());
         node.forward();
     }, weights, v);
+}
+
+// The softmax's input, "scores" (B·H, L, S) = scale · Q·Kᵀ + additive mask, -inf where
+// ignored, and its gradient dS = P ⊙ (dP − Σ_j dP ⊙ P) once a backward has reached this node.
+template <Real T>
+void AttentionWeightsNode<T>::for_each_internal(const Node::InternalVisitor& f) const {
+    if (!q.source || !k.source) return;  // inputs released: the tape was cleared
+    const std::size_t S = k.layout.len;
+    const xt::xtensor<T, 3> scores = attention_scores(q, k, scale, masks);
+    xt::xtensor<T, 3> grad;
+    if (this->has_grad()) {
+        grad.resize(this->value.shape());
+        softmax_backward(grad.data(), T(1), 0, this->value.size() / S, {0, S});
+    }
+    const ArrayView no_grad{this->view_of(scores).shape};
+    f("scores", "scale·q·kᵀ + mask, the softmax's input", this->view_of(scores),
+      this->has_grad() ? this->view_of(grad) : no_grad);
 }
 
 }  // namespace xgrad::nn::detail

@@ -1,5 +1,5 @@
-// The tool's pictures with cairo: a loss chart and a grid of attention heatmaps (commands/plot.hpp).
-#include "commands/plot.hpp"
+// The tool's pictures with cairo: a loss chart and a grid of attention heatmaps (study/plot.hpp).
+#include "study/plot.hpp"
 
 #include <algorithm>
 #include <array>
