@@ -195,25 +195,34 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     polyline(c.eval_steps, c.accuracy, pa);
     cairo_set_line_width(cr, 2.2);
     cairo_stroke(cr);
-    for (std::size_t i = 0; i < c.eval_steps.size(); ++i) {
-        cairo_arc(cr, px(c.eval_steps[i]), pa(c.accuracy[i]), 3, 0, 2 * M_PI);
-        cairo_fill(cr);
-    }
+    // each evaluation a dot: the line between two is not measured
+    const auto evaluation_dot = [&](double x, double y) {
+        cairo_arc(cr, x, y, 4.5, 0, 2 * M_PI);
+        cairo_fill_preserve(cr);
+        cairo_set_source_rgb(cr, 1, 1, 1);
+        cairo_set_line_width(cr, 1.5);
+        cairo_stroke(cr);
+        set_colour(cr, accuracy_colour);
+    };
+    for (std::size_t i = 0; i < c.eval_steps.size(); ++i) evaluation_dot(px(c.eval_steps[i]), pa(c.accuracy[i]));
     cairo_restore(cr);
 
     // legend, right of the middle: the loss falls below it, the accuracy rises above it
-    const double lx = left + pw - 250, ly = top + 0.4 * ph;
+    const double lx = left + pw - 320, ly = top + 0.4 * ph;
     cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_rectangle(cr, lx - 10, ly - 10, 250, 64);
+    cairo_rectangle(cr, lx - 10, ly - 10, 320, 64);
     cairo_fill(cr);
     const std::array<std::pair<Rgb, std::string>, 3> entries{{{raw_loss_colour, "loss per step"},
                                                               {mean_loss_colour, fmt::format("loss, mean of {} steps", window)},
-                                                              {accuracy_colour, c.score_is_loss ? c.accuracy_name : "held-out accuracy"}}};
+                                                              {accuracy_colour, fmt::format("{}, {} evaluations",
+                                                                                            c.score_is_loss ? c.accuracy_name : "held-out accuracy",
+                                                                                            c.eval_steps.size())}}};
     for (std::size_t i = 0; i < entries.size(); ++i) {
         set_colour(cr, entries[i].first);
         cv.line(lx, ly + 20 * double(i), lx + 28, ly + 20 * double(i), 2.2);
         cv.text(entries[i].second, lx + 36, ly + 20 * double(i), 12, 0, 0.5);
     }
+    evaluation_dot(lx + 14, ly + 40);
     return cv.png("loss chart");
 }
 
