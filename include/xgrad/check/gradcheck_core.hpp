@@ -34,11 +34,12 @@ struct GradcheckResult {
     bool passed = true;
     std::string mode;  // "full" or "fast"
     double max_abs_error = 0, max_rel_error = 0;
-    // The worst element: which input, where (index, or projection number in fast mode), values.
+    // The element with the largest error (NaN counts as infinite): which input, where (index, or
+    // projection number in fast mode), its values.
     std::size_t worst_input = 0;
     std::string worst_where;
     double analytic = 0, numeric = 0;
-    std::string failure;  // why it failed; empty when passed
+    std::string failure;  // why it failed (a mismatch: the element furthest past its tolerance); empty when passed
 
     std::string report() const {
         std::ostringstream os;
@@ -111,8 +112,10 @@ private:
     GradcheckOptions opt_;
     std::mt19937_64 rng_;
     GradcheckResult res_;
-    // The worst element is the one furthest past its tolerance (NaN counts as infinitely far).
-    double worst_score_ = -std::numeric_limits<double>::infinity();
+    // The largest error so far, and how far the worst mismatch so far is past its tolerance (NaN
+    // counts as infinite in both).
+    double worst_error_ = -1;
+    double worst_excess_ = -1;
 
     // Full mode: the analytic Jacobian J (m, n), one backward per output row, against central
     // differences, two forwards per input element (column). True when some analytic entry is nonzero.
@@ -209,26 +212,26 @@ private:
     }
 
     void compare(std::size_t input, const std::string& where, double a, double n) {
+        const double inf = std::numeric_limits<double>::infinity();
         const double err = std::abs(a - n);
         const double allowed = opt_.atol + opt_.rtol * std::abs(n);
         const bool ok = err <= allowed;  // NaN fails
-        const double score = ok ? err - allowed : (err == err ? err - allowed : std::numeric_limits<double>::infinity());
         if (err == err) {
             res_.max_abs_error = std::max(res_.max_abs_error, err);
             if (std::abs(n) > opt_.atol) res_.max_rel_error = std::max(res_.max_rel_error, err / std::abs(n));
         } else {
             res_.max_abs_error = res_.max_rel_error = err;
         }
-        if (score > worst_score_ || res_.worst_where.empty()) {
-            worst_score_ = score;
+        if (const double e = err == err ? err : inf; e > worst_error_) {
+            worst_error_ = e;
             res_.worst_input = input, res_.worst_where = where, res_.analytic = a, res_.numeric = n;
         }
-        if (!ok) {
+        if (const double excess = err == err ? err - allowed : inf; !ok && excess > worst_excess_) {
+            worst_excess_ = excess;
             res_.passed = false;
             std::ostringstream os;
-            os << "mismatch at input " << res_.worst_input << ' ' << res_.worst_where
-               << ": |analytic - numeric| = " << std::abs(res_.analytic - res_.numeric)
-               << " > atol + rtol*|numeric| = " << opt_.atol + opt_.rtol * std::abs(res_.numeric);
+            os << "mismatch at input " << input << ' ' << where << ": analytic " << a << " numeric " << n
+               << ", |analytic - numeric| = " << err << " > atol + rtol*|numeric| = " << allowed;
             res_.failure = os.str();
         }
     }
