@@ -6,10 +6,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include "json_unique.hpp"
 
 namespace xgrad::io {
 namespace {
@@ -22,26 +21,8 @@ constexpr SafetensorsDtype all_dtypes[] = {SafetensorsDtype::F64, SafetensorsDty
 
 std::string in_quotes(const std::string& name) { return "'" + name + "'"; }
 
-// The header's JSON; a name given twice in one object (the file's tensors, or a tensor's fields) is
-// refused: the reference keeps one of them, which would hide a tensor.
 nlohmann::json parse_header(const char* begin, const char* end, const std::string& source) {
-    std::vector<std::set<std::string>> keys;  // one set per open object
-    std::string duplicate;
-    const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        using E = nlohmann::json::parse_event_t;
-        if (event == E::object_start) keys.emplace_back();
-        else if (event == E::object_end) keys.pop_back();
-        else if (event == E::key && !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-            duplicate = parsed.get<std::string>();
-        return true;
-    };
-    nlohmann::json header;
-    try {
-        header = nlohmann::json::parse(begin, end, check);
-    } catch (const nlohmann::json::exception& e) {
-        throw io_error(source + ": the header is not valid JSON: " + e.what());
-    }
-    if (!duplicate.empty()) throw io_error(source + ": the header names " + in_quotes(duplicate) + " twice");
+    nlohmann::json header = xgrad::detail::parse_json_unique_keys(begin, end, source + ": the header");
     if (!header.is_object()) throw io_error(source + ": the header is not a JSON object");
     return header;
 }
