@@ -57,6 +57,7 @@ struct BpeModel::Impl {
     std::unordered_map<std::uint64_t, Merge> merges;  // (left id << 32 | right id) -> rank, merged id
     std::optional<std::int32_t> end_of_text_id;
     pcre2_code* pattern = nullptr;
+    bool jit = false;  // the pattern is JIT-compiled: matched by pcre2_jit_match, which skips the checks
     mutable std::mutex cache_mutex;  // encode() holds it: concurrent encodes of one model take turns
     mutable StringMap<std::vector<std::int32_t>> cache;
 
@@ -95,7 +96,8 @@ struct BpeModel::Impl {
         const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
         for (std::size_t at = 0; at < text.size();) {
-            const int rc = pcre2_match(pattern, subject, text.size(), at, PCRE2_NO_UTF_CHECK, match, nullptr);
+            const int rc = jit ? pcre2_jit_match(pattern, subject, text.size(), at, 0, match, nullptr)
+                               : pcre2_match(pattern, subject, text.size(), at, PCRE2_NO_UTF_CHECK, match, nullptr);
             // every character matches one of the alternatives, so a piece starts at each position
             if (rc < 0 || ovector[0] != at || ovector[1] <= at)
                 throw value_error("BPE: the pre-tokenizer found no piece at byte " + std::to_string(at));
@@ -164,6 +166,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
     if (const auto it = impl->id_by_token.find(end_of_text); it != impl->id_by_token.end()) impl->end_of_text_id = it->second;
 
     // the merges: "left right" per line by rank, after a "#version" line
+    impl->merges.reserve(std::size_t(std::count(merges_txt.begin(), merges_txt.end(), '\n')) + 1);
     std::size_t line_no = 0;
     for (std::size_t at = 0; at < merges_txt.size();) {
         std::size_t end = merges_txt.find('\n', at);
@@ -193,13 +196,14 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
             throw io_error(where + ": the merge '" + std::string(line) + "' is given twice");
     }
     if (impl->merges.empty()) throw io_error(merges_name + ": has no merges");
+    impl->cache.reserve(cache_limit);  // no rehashing while a first text fills it
 
     int code = 0;
     PCRE2_SIZE offset = 0;
     impl->pattern = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(gpt2_pattern), PCRE2_ZERO_TERMINATED,
                                   PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
     if (!impl->pattern) throw value_error("BPE: PCRE2 cannot compile GPT-2's pattern (error " + std::to_string(code) + ")");
-    pcre2_jit_compile(impl->pattern, PCRE2_JIT_COMPLETE);  // when PCRE2 has no JIT, matching interprets
+    impl->jit = pcre2_jit_compile(impl->pattern, PCRE2_JIT_COMPLETE) == 0;  // without a JIT, pcre2_match interprets
     return std::shared_ptr<const BpeModel>(new BpeModel(std::move(impl)));
 }
 
