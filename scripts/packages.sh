@@ -4,10 +4,12 @@
 # shellcheck disable=SC2034  # used by the scripts that source this file
 XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev libboost-dev
-  doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libcairo2-dev fonts-dejavu-core graphviz python3-numpy
+  doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libpcre2-dev libcairo2-dev fonts-dejavu-core graphviz
+  python3-numpy
   libopenmpi-dev openmpi-bin libdnnl-dev fortunes"
-# What ./scripts/test adds: a real browser for the explore page's test (tests/explore/).
-XGRAD_TEST_PACKAGES="chromium chromium-driver python3-selenium"
+# What ./scripts/test adds: a real browser for the explore page's test (tests/explore/); node and npm
+# for the BPE tokenizer's reference, the npm package gpt-3-encoder (tests/text/check_bpe.sh).
+XGRAD_TEST_PACKAGES="chromium chromium-driver python3-selenium npm"
 
 # xgrad_install_missing PKG...: installs those of the Debian packages PKG... that are not installed
 # yet, with apt-get (as root or through sudo), quietly: its output goes to $XGRAD_APT_LOG (default

@@ -5,6 +5,8 @@ Run from anywhere: python3 fuzz/corpus/make_corpus.py
   npy/     numpy-written fixtures from tests/fixtures/io/npy, plus hand-made valid and broken images
   npz/     numpy-written fixtures from tests/fixtures/io/npz, plus small stored/deflated/broken archives
   config/  the attention configs of tests/fixtures/io/attention, plus broken ones
+  safetensors/  hand-made files of every dtype, and broken ones
+  bpe/     small BPE vocabularies and merges (vocab.json, a zero byte, merges.txt), and broken ones
 """
 import json
 import os
@@ -52,8 +54,34 @@ def copy_fixtures(src, folder, names):
         shutil.copyfile(os.path.join(FIXTURES, src, name), os.path.join(HERE, folder, name))
 
 
+def safetensors(tensors, data, metadata=None, pad=True):
+    """A .safetensors image: {name: (dtype, shape, begin, end)} as the header, then the data."""
+    header = {"__metadata__": metadata} if metadata is not None else {}
+    for name, (dtype, shape, begin, end) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [begin, end]}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def byte_vocab(extra):
+    """GPT-2's 256 byte characters as ids 0..255 (in byte order), then the extra tokens."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    vocab, n = {}, 256
+    for b in range(256):
+        if b in printable:
+            vocab[chr(b)] = b
+        else:
+            vocab[chr(n)] = b
+            n += 1
+    for token in extra:
+        vocab[token] = len(vocab)
+    return vocab
+
+
 def main():
-    for folder in ("npy", "npz", "config"):
+    for folder in ("npy", "npz", "config", "safetensors", "bpe"):
         shutil.rmtree(os.path.join(HERE, folder), ignore_errors=True)
         os.makedirs(os.path.join(HERE, folder))
 
@@ -98,6 +126,34 @@ def main():
     write("config", "nested_value.json", json.dumps(dict(basic, bias=[[{"a": [1]}]], kdim={"b": None})).encode())
     write("config", "not_object.json", b'[{"embed_dim": 4}, null, 1e400]')
     write("config", "malformed.json", b'{"embed_dim": 4, "num_heads": \xff')
+
+    every = (struct.pack("<d", 0.5) + struct.pack("<3H", 0x3C00, 0x7BFF, 0x0001) + struct.pack("<2H", 0x3F80, 0xC040)
+             + struct.pack("<2i", -5, 7) + bytes([0, 255, 0, 1]) + struct.pack("<q", -9) + struct.pack("<f", 2.5))
+    layout = {"f64": ("F64", (), 0, 8), "f16": ("F16", (3,), 8, 14), "bf16": ("BF16", (2, 1), 14, 18),
+              "i32": ("I32", (2,), 18, 26), "u8": ("U8", (2,), 26, 28), "bool": ("BOOL", (2,), 28, 30),
+              "i64": ("I64", (1,), 30, 38), "f32": ("F32", (1, 1), 38, 42)}
+    write("safetensors", "every_dtype.safetensors", safetensors(layout, every, {"format": "pt"}))
+    write("safetensors", "empty.safetensors", safetensors({}, b""))
+    write("safetensors", "zero_size.safetensors", safetensors({"z": ("F32", (0, 3), 0, 0)}, b""))
+    write("safetensors", "overlap.safetensors", safetensors(dict(layout, i64=("I64", (1,), 28, 36)), every))
+    write("safetensors", "gap.safetensors", safetensors({"a": ("F32", (1,), 4, 8)}, bytes(8)))
+    write("safetensors", "wrong_length.safetensors", safetensors({"a": ("F32", (3,), 0, 8)}, bytes(8)))
+    write("safetensors", "unknown_dtype.safetensors", safetensors({"a": ("F8_E4M3", (8,), 0, 8)}, bytes(8)))
+    write("safetensors", "huge_shape.safetensors", safetensors({"a": ("F64", (4294967296, 4294967296), 0, 8)}, bytes(8)))
+    write("safetensors", "past_end.safetensors", struct.pack("<Q", 1000) + b"{}")
+    write("safetensors", "duplicate.safetensors",
+          struct.pack("<Q", 97) + b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+          b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' + b"\x01")
+    write("safetensors", "truncated.safetensors", safetensors(layout, every)[:60])
+
+    vocab = byte_vocab(["ab", "abc", "\u0120a", "<|endoftext|>"])
+    merges = "#version: 0.2\na b\nab c\n\u0120 a\n"
+    bpe = lambda v, m: json.dumps(v, ensure_ascii=False).encode() + b"\0" + m.encode()
+    write("bpe", "small.bin", bpe(vocab, merges) + " abc<|endoftext|>'s  \n\n x ".encode() + b"\xff\xe2\x82")
+    write("bpe", "no_byte.bin", bpe({"a": 0}, merges))
+    write("bpe", "bad_merge.bin", bpe(vocab, "#version: 0.2\nb c\n"))
+    write("bpe", "bad_line.bin", bpe(vocab, "a b c\n"))
+    write("bpe", "same_id.bin", bpe(dict(vocab, ab=7), merges))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ void setup_train_sort(CLI::App& cmd);
 void setup_train_mlp(CLI::App& cmd);
 void setup_train_gpt(CLI::App& cmd);
 void setup_sample(CLI::App& cmd);
+void setup_tokenize(CLI::App& cmd);
 void setup_gpt(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_explore(CLI::App& cmd);

@@ -47,6 +47,8 @@ inline text::Corpus default_corpus() {
 }
 
 inline io::CheckpointConfig checkpoint_config(const nn::GPTConfig& c, const text::Tokenizer& tok) {
+    if (tok.kind() == text::Tokenizer::Kind::bpe)
+        throw value_error("a `train gpt` checkpoint records byte and character tokenizers only, not BPE");
     io::CheckpointConfig out{{"n_layer", std::int64_t(c.n_layer)},   {"n_head", std::int64_t(c.n_head)},
                              {"n_embd", std::int64_t(c.n_embd)},     {"block_size", std::int64_t(c.block_size)},
                              {"vocab_size", std::int64_t(c.vocab_size)}, {"bias", c.bias ? 1 : 0},

@@ -2,6 +2,7 @@
 // .npy/.npz readers and writers, the checkpoints and the command line tool.
 //
 //   auto bytes = io::read_file_bytes("w.npy");             // io_error naming the file on any problem
+//   auto mapped = io::MappedFile::open("model.safetensors"); // mapped read-only: pages read as touched
 //   io::write_file_atomic("metrics.json", text.data(), text.size());
 //   io::StagingDir out("results");                         // files go to a hidden sibling folder...
 //   io::write_npy(out.file("w.npy"), w);
@@ -13,10 +14,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "xgrad/core/error.hpp"
@@ -39,6 +44,40 @@ inline std::vector<std::byte> read_file_bytes(const std::filesystem::path& path)
         throw io_error(path.string() + ": read failed");
     return bytes;
 }
+
+// A regular file mapped read-only (its pages are read as they are touched, so a file larger than
+// memory works); copies share the mapping, which lasts as long as one of them.
+class MappedFile {
+public:
+    static MappedFile open(const std::filesystem::path& path) {
+        MappedFile f;
+        const std::string name = path.string();
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) throw io_error(name + ": cannot open: " + std::strerror(errno));
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd);
+            throw io_error(name + ": not a regular file");
+        }
+        const std::size_t size = std::size_t(st.st_size);
+        if (size > 0) {
+            void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            const int err = errno;
+            ::close(fd);
+            if (p == MAP_FAILED) throw io_error(name + ": cannot map the file: " + std::strerror(err));
+            f.mapping_ = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
+            f.bytes_ = {static_cast<const std::byte*>(p), size};
+        } else {
+            ::close(fd);
+        }
+        return f;
+    }
+    std::span<const std::byte> bytes() const { return bytes_; }
+
+private:
+    std::shared_ptr<void> mapping_;
+    std::span<const std::byte> bytes_;
+};
 
 namespace detail {
 

@@ -91,7 +91,7 @@ LoadResult load_gpt_state_dict(nn::GPT<T>& model, const std::map<std::string, Np
 }
 template <Real T>
 LoadResult load_gpt_state_dict(nn::GPT<T>& model, const std::filesystem::path& path) {
-    return load_gpt_state_dict(model, read_npz(path), path.string());
+    return load_gpt_state_dict(model, read_arrays(path), path.string());
 }
 
 // ---- llm.c ----

@@ -1,6 +1,8 @@
-// State dicts: a module's parameters by PyTorch dotted name, saved to and loaded from .npz.
+// State dicts: a module's parameters by PyTorch dotted name, saved to and loaded from .npz or
+// .safetensors (by the file's extension: .safetensors is safetensors.hpp's format, any other npz).
 //
 //   io::save_state_dict(model, "ckpt.npz");                          // every name, tied ones too
+//   io::save_state_dict(model, "model.safetensors");                 // the same, as safetensors
 //   io::load_state_dict(model, "ckpt.npz");                          // strict: exact names, shapes, dtypes
 //   io::load_state_dict(model, "ckpt.npz", {.convert_dtype = true}); // float32 file into a double model
 //   io::load_state_dict(encoder, "detr.npz", {.strict = false, .prefix = "transformer.encoder."});
@@ -20,9 +22,22 @@
 #include <vector>
 
 #include "xgrad/io/npz.hpp"
+#include "xgrad/io/safetensors.hpp"
 #include "xgrad/nn/module.hpp"
 
 namespace xgrad::io {
+
+// The arrays of a file of named tensors: safetensors for a .safetensors extension, npz otherwise.
+inline bool is_safetensors_path(const std::filesystem::path& path) { return path.extension() == ".safetensors"; }
+inline std::map<std::string, NpyArray> read_arrays(const std::filesystem::path& path) {
+    return is_safetensors_path(path) ? read_safetensors(path) : read_npz(path);
+}
+// Written atomically in the format of the extension (`compress` deflates npz entries only).
+inline void write_arrays(const std::filesystem::path& path, const std::map<std::string, NpyArray>& arrays,
+                         bool compress = false) {
+    if (is_safetensors_path(path)) write_safetensors(path, arrays);
+    else write_npz(path, arrays, compress);
+}
 
 // Copies of every parameter of m, keyed by dotted name ("out_proj.weight"); a tied tensor under
 // each of its names, as PyTorch's state_dict().
@@ -41,7 +56,7 @@ std::map<std::string, NpyArray> state_dict(const M& m) {
 template <class M>
     requires Module<M>
 void save_state_dict(const M& m, const std::filesystem::path& path, bool compress = false) {
-    write_npz(path, state_dict(m), compress);
+    write_arrays(path, state_dict(m), compress);
 }
 
 // A training checkpoint (io/checkpoint.hpp) is a state dict plus entries under this prefix, which
@@ -165,7 +180,7 @@ LoadResult load_state_dict(M& m, const std::map<std::string, NpyArray>& arrays, 
 template <class M>
     requires Module<M>
 LoadResult load_state_dict(M& m, const std::filesystem::path& path, const LoadStateDictOptions& opts = {}) {
-    auto arrays = read_npz(path);
+    auto arrays = read_arrays(path);
     std::erase_if(arrays, [](const auto& entry) { return is_train_state_key(entry.first); });
     return load_state_dict(m, arrays, opts, path.string());
 }

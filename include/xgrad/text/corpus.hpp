@@ -18,14 +18,10 @@
 #include <string_view>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/random.hpp"
+#include "xgrad/io/file.hpp"
 #include "xgrad/text/tokenizer.hpp"
 
 namespace xgrad::text {
@@ -36,23 +32,9 @@ public:
     static Corpus map_file(const std::filesystem::path& path) {
         Corpus c;
         c.name_ = path.string();
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw io_error(c.name_ + ": cannot open the text file");
-        struct stat st {};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            ::close(fd);
-            throw io_error(c.name_ + ": not a regular file");
-        }
-        const std::size_t size = std::size_t(st.st_size);
-        if (size > 0) {
-            void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-            ::close(fd);
-            if (p == MAP_FAILED) throw io_error(c.name_ + ": cannot map the file");
-            c.mapping_ = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
-            c.view_ = std::string_view(static_cast<const char*>(p), size);
-        } else {
-            ::close(fd);
-        }
+        auto mapped = std::make_shared<io::MappedFile>(io::MappedFile::open(path));
+        c.view_ = std::string_view(reinterpret_cast<const char*>(mapped->bytes().data()), mapped->bytes().size());
+        c.mapping_ = std::move(mapped);
         return c;
     }
     // Text held in memory, named `name` in errors.

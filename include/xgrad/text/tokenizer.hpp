@@ -1,17 +1,22 @@
-// Tokenizers for language models on UTF-8 text:
+// Tokenizers for language models on UTF-8 text, one interface for the three kinds:
 //
 //   auto bytes = text::Tokenizer::bytes();               // 256 ids, one per byte: any input works
+//   auto gpt2 = text::Tokenizer::bpe_folder("gpt2/");    // GPT-2's byte-level BPE (bpe.hpp)
 //   auto chars = text::Tokenizer::characters(corpus);    // one id per distinct character of the
 //                                                        // corpus, sorted by code point (nanoGPT's
 //                                                        // sorted(set(text)): the same ids)
 //   std::vector<std::int64_t> ids = chars.encode("To be");   // value_error on a character not in it
 //   std::string s = chars.decode(ids);
 //
-// The character vocabulary travels with a checkpoint as its code points (vocabulary()).
+// The character vocabulary travels with a checkpoint as its code points (vocabulary()). Byte and
+// character tokenizers also give one token at a time (next(), which text::Windows reads a corpus
+// with); BPE tokenizes whole texts (encode()).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "xgrad/core/error.hpp"
+#include "xgrad/text/bpe.hpp"
 
 namespace xgrad::text {
 
@@ -58,9 +64,44 @@ inline void append_utf8(std::string& out, char32_t c) {
     }
 }
 
+// The length of the UTF-8 sequence at s[at] and whether it is valid; an invalid one's length is that
+// of its maximal subpart, which WHATWG's decoder (node's) and Python's errors="replace" each read as
+// one U+FFFD.
+struct Utf8Step {
+    std::size_t length;
+    bool valid;
+};
+inline Utf8Step utf8_step(std::string_view s, std::size_t at) {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+    const unsigned char b0 = byte(at);
+    if (b0 < 0x80) return {1, true};
+    std::size_t need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the next byte (no overlong form, surrogate or > U+10FFFF)
+    if (b0 >= 0xC2 && b0 <= 0xDF) need = 1;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) need = 2, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    else if (b0 >= 0xF0 && b0 <= 0xF4) need = 3, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    else return {1, false};
+    for (std::size_t k = 1; k <= need; ++k, lo = 0x80, hi = 0xBF)
+        if (at + k >= s.size() || byte(at + k) < lo || byte(at + k) > hi) return {k, false};
+    return {need + 1, true};
+}
+
+// `s` with each invalid UTF-8 sequence replaced by U+FFFD: bytes from decode() made printable.
+inline std::string replace_invalid_utf8(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t at = 0; at < s.size();) {
+        const Utf8Step step = utf8_step(s, at);
+        if (step.valid) out.append(s.substr(at, step.length));
+        else out += "\xEF\xBF\xBD";
+        at += step.length;
+    }
+    return out;
+}
+
 class Tokenizer {
 public:
-    enum class Kind { byte, character };
+    enum class Kind { byte, character, bpe };
 
     static Tokenizer bytes() { return Tokenizer(Kind::byte, {}); }
     // The distinct characters of `text` (UTF-8), sorted by code point; `what` names it in errors.
@@ -92,15 +133,37 @@ public:
         return Tokenizer(Kind::character, std::move(chars));
     }
 
+    // GPT-2's byte-level BPE from its two files (bpe.hpp).
+    static Tokenizer bpe(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
+        return Tokenizer(BpeModel::load(vocab_json, merges_txt));
+    }
+    // A folder's BPE files: vocab.json + merges.txt (Hugging Face's names) or encoder.json + vocab.bpe
+    // (OpenAI's); io_error naming the folder when it has neither pair.
+    static Tokenizer bpe_folder(const std::filesystem::path& dir) {
+        std::error_code ec;
+        for (const auto& [vocab, merges] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}})
+            if (std::filesystem::exists(dir / vocab, ec) || std::filesystem::exists(dir / merges, ec))
+                return bpe(dir / vocab, dir / merges);
+        throw io_error(dir.string() + ": has no tokenizer files (vocab.json and merges.txt, or encoder.json and vocab.bpe)");
+    }
+    explicit Tokenizer(std::shared_ptr<const BpeModel> model) : kind_(Kind::bpe), bpe_(std::move(model)) {}
+
     Kind kind() const { return kind_; }
-    std::size_t vocab_size() const { return kind_ == Kind::byte ? 256 : chars_.size(); }
+    std::size_t vocab_size() const {
+        return kind_ == Kind::byte ? 256 : kind_ == Kind::bpe ? bpe_->vocab_size() : chars_.size();
+    }
+    // Whether character c is a token of a byte or character vocabulary (value_error for BPE).
     bool contains(char32_t c) const {
+        if (kind_ == Kind::bpe) throw value_error("Tokenizer::contains: a BPE vocabulary holds byte strings, not characters");
         return kind_ == Kind::byte ? c < 256 : std::binary_search(chars_.begin(), chars_.end(), c);
     }
-    const std::vector<char32_t>& vocabulary() const { return chars_; }  // empty for bytes
+    const std::vector<char32_t>& vocabulary() const { return chars_; }  // empty for bytes and BPE
+    const BpeModel* bpe_model() const { return bpe_.get(); }           // null unless BPE
 
     // The id of the token starting at s[at] and its length in bytes.
     std::pair<std::int64_t, std::size_t> next(std::string_view s, std::size_t at, const std::string& what) const {
+        if (kind_ == Kind::bpe)
+            throw value_error(what + ": a BPE tokenizer encodes whole texts (encode), not one token at a time");
         if (kind_ == Kind::byte) return {std::int64_t(static_cast<unsigned char>(s[at])), 1};
         const DecodedChar d = decode_utf8(s, at, what);
         const auto it = std::lower_bound(chars_.begin(), chars_.end(), d.code);
@@ -110,8 +173,14 @@ public:
                               " characters of the training text)");
         return {std::int64_t(it - chars_.begin()), d.length};
     }
-    std::vector<std::int64_t> encode(std::string_view s, const std::string& what = "text") const {
+    // `special` matters to BPE only (bpe.hpp): the other kinds have no special tokens.
+    std::vector<std::int64_t> encode(std::string_view s, const std::string& what = "text",
+                                     Special special = Special::as_text) const {
         std::vector<std::int64_t> ids;
+        if (kind_ == Kind::bpe) {
+            bpe_->encode(s, special, ids);
+            return ids;
+        }
         for (std::size_t at = 0; at < s.size();) {
             const auto [id, length] = next(s, at, what);
             ids.push_back(id);
@@ -119,8 +188,9 @@ public:
         }
         return ids;
     }
-    // Appends token `id`'s text (a byte token may be part of a UTF-8 sequence).
+    // Appends token `id`'s text (a byte or BPE token may be part of a UTF-8 sequence).
     void append(std::string& out, std::int64_t id) const {
+        if (kind_ == Kind::bpe) return bpe_->append(out, id);
         if (id < 0 || std::size_t(id) >= vocab_size())
             throw value_error("Tokenizer: id " + std::to_string(id) + " is outside the vocabulary of " +
                               std::to_string(vocab_size()));
@@ -145,6 +215,7 @@ private:
 
     Kind kind_;
     std::vector<char32_t> chars_;  // sorted code points; the id is the index
+    std::shared_ptr<const BpeModel> bpe_;
 };
 
 }  // namespace xgrad::text
