@@ -8,7 +8,7 @@
 #                    [--configs "tiny small detr transformer encoder_layer"]
 # transformer is a 3+3-layer encoder-decoder at d_model 64 and encoder_layer one encoder layer at
 # d_model 256 with a 2048-wide feed-forward (`xgrad bench --model transformer | encoder_layer`,
-# the workloads of the libtorch_transformer peer, dropout 0.1; encoder_layer is issue 23's 2-thread
+# the workloads of the libtorch_transformer peer, dropout 0.1; encoder_layer is the 2-thread
 # target). Timings are comparable only on an idle machine: the load average is printed before and
 # after.
 set -euo pipefail

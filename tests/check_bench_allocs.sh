@@ -5,7 +5,7 @@
 # encoder + decoder stacks with padding and causal masks, dropout in training mode, and 3DETR's
 # encoder with a (B, L, L) mask per layer) and a GPT step (nanoGPT's loss, AdamW).
 # The configurations avoid the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
-# "Where the time goes on machine A"). Checked with each GEMM back end that allocates nothing
+# "Where the time goes on the Zen 5-class EPYC"). Checked with each GEMM back end that allocates nothing
 # (XGRAD_GEMM=xgrad where the build has it, and openblas): oneDNN's primitives allocate their
 # argument map on every call, so a step whose products oneDNN won counts those (docs/performance.md). Under AddressSanitizer nothing is counted (allocs_per_step
 # is null) and the check is skipped.
