@@ -8,8 +8,10 @@ XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   python3-numpy
   libopenmpi-dev openmpi-bin libdnnl-dev fortunes"
 # What ./scripts/test adds: a real browser for the explore page's test (tests/explore/); node and npm
-# for the BPE tokenizer's reference, the npm package gpt-3-encoder (tests/text/check_bpe.sh).
-XGRAD_TEST_PACKAGES="chromium chromium-driver python3-selenium npm"
+# for the BPE tokenizer's reference, the npm package gpt-3-encoder (tests/text/check_bpe.sh): Debian's
+# npm only when no npm is on the PATH (a machine with another Node.js keeps its own).
+XGRAD_TEST_PACKAGES="chromium chromium-driver python3-selenium"
+command -v npm > /dev/null 2>&1 || XGRAD_TEST_PACKAGES="$XGRAD_TEST_PACKAGES npm"
 
 # xgrad_install_missing PKG...: installs those of the Debian packages PKG... that are not installed
 # yet, with apt-get (as root or through sudo), quietly: its output goes to $XGRAD_APT_LOG (default
