@@ -1,5 +1,5 @@
 // Gradient checks for the losses: mse_loss and cross_entropy (every reduction, ignore_index,
-// label smoothing, class axis 0 or 1), and linear_cross_entropy (dlogits kept, or dX and dW in chunks of rows).
+// label smoothing, class axis 0, 1 or last), and linear_cross_entropy (dlogits kept, or dX and dW in chunks of rows).
 #include <cstdint>
 
 #include "xgrad/check/registry.hpp"
@@ -52,6 +52,12 @@ const RegisterGradchecks registered_loss{"loss", {
      [] {
          const xt::xtensor<I64, 2> t{{0, 3, 1}, {-100, 2, 2}};
          return gradcheck([&](auto& z) { return cross_entropy(z, t, {.label_smoothing = 0.3}); }, randn<3>({2, 4, 3}, 8));
+     }},
+    {"cross_entropy", "(2,3,4) classes last, ignore_index -1, smoothing 0.2",
+     [] {
+         const xt::xtensor<I64, 2> t{{0, 3, -1}, {2, 1, 1}};
+         const CrossEntropyOptions opt{.ignore_index = -1, .label_smoothing = 0.2, .class_axis = -1};
+         return gradcheck([&](auto& z) { return cross_entropy(z, t, opt); }, randn<3>({2, 3, 4}, 11));
      }},
     {"cross_entropy", "(4,3) unreduced, smoothing 0.1",
      [] {

@@ -67,8 +67,7 @@
     EXTERN template Var<T, N> detail::mse_loss_impl<N, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
     EXTERN template Var<T, 0> detail::cross_entropy_impl<0, T, N>(const Var<T, N>&,                                 \
                                                                 const xt::xtensor<std::int64_t, N - 1>&,          \
-                                                                const CrossEntropyOptions&, detail::LossMode,     \
-                                                                std::size_t);                                     \
+                                                                const CrossEntropyOptions&, detail::LossMode);    \
     EXTERN template Var<T, 0> detail::reduce_all<T, N>(const Var<T, N>&, Reduction);                               \
     EXTERN template Var<T, N> detail::reduce_all_keep<T, N>(const Var<T, N>&, Reduction);                          \
     EXTERN template Var<T, N - 1> detail::reduce_axis<T, N>(const Var<T, N>&, long, Reduction);                    \
@@ -135,8 +134,7 @@
 // cross_entropy(..., unreduced) of rank-N logits (N from 2: of rank 1 it is the reduced one above).
 #define XGRAD_DETAIL_PRECOMPILED_UNREDUCED_CROSS_ENTROPY(EXTERN, T, N)                                              \
     EXTERN template Var<T, N - 1> detail::cross_entropy_impl<N - 1, T, N>(                                           \
-        const Var<T, N>&, const xt::xtensor<std::int64_t, N - 1>&, const CrossEntropyOptions&, detail::LossMode,     \
-        std::size_t);
+        const Var<T, N>&, const xt::xtensor<std::int64_t, N - 1>&, const CrossEntropyOptions&, detail::LossMode);
 
 #define XGRAD_DETAIL_PRECOMPILED_MATMUL(EXTERN, T, NA, NB) \
     EXTERN template Var<T, NA> detail::matmul_vars<T, NA, NB>(const Var<T, NA>&, const Var<T, NB>&);

@@ -138,6 +138,22 @@ TEST_CASE("cross_entropy matches PyTorch for logits (N, C, L) with targets (N, L
     CHECK(max_abs_diff(z2.grad(), fixtures.get<3>("ce3_none_dz")) < tol);
 }
 
+TEST_CASE("cross_entropy with the classes last equals PyTorch's class axis 1 on the permuted logits") {
+    // (B 2, T 3, V 4) against (B, V, T): the same rows, the same targets; values and gradients
+    const auto z0 = fixtures.get<3>("ce3_z");  // (N 2, C 4, L 3)
+    const auto t = fixtures.get<2, I64>("ce3_t");
+    auto z = parameter(z0);
+    auto reference = cross_entropy(z, t, {.label_smoothing = 0.2});
+    backward(reference);
+    auto last = parameter(xt::xtensor<double, 3>(xt::transpose(z0, {0, 2, 1})));
+    auto y = cross_entropy(last, t, {.label_smoothing = 0.2, .class_axis = -1});
+    CHECK(std::abs(y.value()() - reference.value()()) < 1e-14);
+    backward(y);
+    CHECK(max_abs_diff(last.grad(), xt::xtensor<double, 3>(xt::transpose(z.grad(), {0, 2, 1}))) < 1e-14);
+    CHECK_THROWS_WITH_AS(cross_entropy(last, t, {.class_axis = 2}), "cross_entropy: class_axis must be 1 or -1, got 2",
+                         value_error);
+}
+
 TEST_CASE("cross_entropy: all targets ignored gives NaN with a zero gradient, as torch") {
     auto z = parameter(randn<2>({2, 3}));
     auto loss = cross_entropy(z, xt::xtensor<I64, 1>{-100, -100});

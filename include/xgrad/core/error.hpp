@@ -43,15 +43,13 @@ std::string shape_str(const S& shape) {
     return text + (i == 1 ? ",)" : ")");
 }
 
-namespace detail {
-// Entry check of an op: `v` (a Var handle, or anything testable as bool) must not be empty, as a
-// default-constructed or moved-from Var is; `operand` names it in the value_error.
+// Entry check of an op or module (yours too): `v` (a Var handle, or anything testable as bool) must
+// not be empty, as a default-constructed or moved-from Var is; `operand` names it in the value_error.
 template <class V>
 void require_var(const V& v, const char* op, const char* operand) {
     if (!v)
         throw value_error(std::string(op) + ": " + operand +
                           " is an empty Var (default-constructed or moved from)");
 }
-}  // namespace detail
 
 }  // namespace xgrad

@@ -18,17 +18,6 @@
 
 namespace xgrad {
 
-namespace detail {
-// A seed for stream `index` of `seed` (splitmix64 of both): clones of a layer (nn/clone.hpp) and
-// the ranks of a data-parallel job (Generator::set_stream) draw distinct, reproducible masks.
-inline std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) {
-    std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (index + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-}  // namespace detail
-
 class Generator {
 public:
     static constexpr std::uint64_t default_seed = 67280421310721ULL;
@@ -49,7 +38,16 @@ public:
     // not part of state(): a rank that loads rank 0's checkpoint keeps its own.
     void set_stream(std::uint64_t stream) { stream_ = stream; }
     std::uint64_t stream() const { return stream_; }
-    std::uint64_t stream_key() const { return stream_ == 0 ? seed_ : detail::stream_seed(seed_, stream_); }
+    std::uint64_t stream_key() const { return stream_ == 0 ? seed_ : seed_of_stream(stream_); }
+    // A seed of its own for stream `index` of this generator's seed (splitmix64 of both): the ranks
+    // of a data-parallel job (set_stream) and the clones of a layer (nn::clones) draw distinct,
+    // reproducible masks.
+    std::uint64_t seed_of_stream(std::uint64_t index) const {
+        std::uint64_t z = seed_ + 0x9E3779B97F4A7C15ULL * (index + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31);
+    }
 
     // A uniform double in [0, 1) with 53 random bits.
     double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }

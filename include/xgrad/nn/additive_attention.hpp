@@ -49,9 +49,9 @@ struct AdditiveAttention {
     AdditiveAttentionOutput<T> forward(const Var<T, 3>& queries, const Var<T, 3>& keys, const Var<T, 3>& values,
                                        const ValidLens<V>&... valid) const {
         static_assert(((V == 1 || V == 2) && ...), "xgrad: AdditiveAttention's valid_lens are (B) or (B, Q)");
-        xgrad::detail::require_var(queries, "AdditiveAttention", "queries");
-        xgrad::detail::require_var(keys, "AdditiveAttention", "keys");
-        xgrad::detail::require_var(values, "AdditiveAttention", "values");
+        xgrad::require_var(queries, "AdditiveAttention", "queries");
+        xgrad::require_var(keys, "AdditiveAttention", "keys");
+        xgrad::require_var(values, "AdditiveAttention", "values");
         const std::size_t B = queries.shape(0), Q = queries.shape(1), K = keys.shape(1);
         if (keys.shape(0) != B || values.shape(0) != B || values.shape(1) != K)
             throw shape_error("AdditiveAttention: queries " + shape_str(queries.shape()) + ", keys " +

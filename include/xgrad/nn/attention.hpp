@@ -163,9 +163,9 @@ template <std::size_t N>
 void MultiheadAttention<T>::check_inputs(const Var<T, N>& query, const Var<T, N>& key, const Var<T, N>& value) const {
     static const std::string op = "MultiheadAttention: ";  // built once: a steady forward allocates nothing
     const std::size_t E = embed_dim();
-    xgrad::detail::require_var(query, "MultiheadAttention", "query");
-    xgrad::detail::require_var(key, "MultiheadAttention", "key");
-    xgrad::detail::require_var(value, "MultiheadAttention", "value");
+    xgrad::require_var(query, "MultiheadAttention", "query");
+    xgrad::require_var(key, "MultiheadAttention", "key");
+    xgrad::require_var(value, "MultiheadAttention", "value");
     if (!out_proj.weight || (!in_proj_weight && !q_proj_weight))
         throw value_error(op + "the module has no parameters (construct it with options and a Generator)");
     if (E == 0 || num_heads() == 0 || E % num_heads() != 0)

@@ -53,7 +53,7 @@ std::vector<M> clones(const M& layer, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         out.push_back(clone(layer));
         for (const auto& [name, gen] : named_generators(out.back()))
-            gen->manual_seed(xgrad::detail::stream_seed(gen->initial_seed(), i));  // core/random.hpp
+            gen->manual_seed(gen->seed_of_stream(i));
     }
     return out;
 }

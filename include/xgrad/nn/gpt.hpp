@@ -160,9 +160,7 @@ Var<T, 0> gpt_loss(const Var<T, 3>& logits, const xt::xtensor<std::int64_t, 2>& 
         throw shape_error("gpt_loss: targets have shape " + shape_str(targets.shape()) + " but logits " +
                           shape_str(logits.shape()) + " need (" + std::to_string(B) + ", " + std::to_string(L) + ")");
     // cross_entropy of logits.view(-1, V): the class axis last, each (b, t) a row; no copy of the logits
-    CrossEntropyOptions opts;
-    opts.ignore_index = -1;
-    return xgrad::detail::cross_entropy_impl<0>(logits, targets, opts, xgrad::detail::LossMode::mean, 2);
+    return cross_entropy(logits, targets, {.ignore_index = -1, .class_axis = -1});
 }
 
 // ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
@@ -255,7 +253,7 @@ template <Real T>
 Var<T, 3> GPT<T>::hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o,
                          std::vector<Var<T, 3>>* weights, std::size_t first,
                          const std::vector<KeyValueSource<T>>* caches) const {
-    xgrad::detail::require_var(transformer.wte.weight, "GPT", "transformer.wte.weight");
+    xgrad::require_var(transformer.wte.weight, "GPT", "transformer.wte.weight");
     const std::size_t L = idx.shape()[1];
     if (L == 0 || first + L > config.block_size)
         throw shape_error("GPT: idx " + shape_str(idx.shape()) + " at position " + std::to_string(first) +

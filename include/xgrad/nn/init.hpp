@@ -13,7 +13,7 @@ namespace xgrad::init {
 template <Real T, std::size_t N>
 std::pair<double, double> fans(const Var<T, N>& p) {
     static_assert(N >= 1, "xgrad: fan computation needs rank >= 1");
-    xgrad::detail::require_var(p, "fans", "the parameter");
+    xgrad::require_var(p, "fans", "the parameter");
     if constexpr (N == 1) {
         return {double(p.shape(0)), double(p.shape(0))};
     } else {
@@ -25,7 +25,7 @@ std::pair<double, double> fans(const Var<T, N>& p) {
 
 template <Real T, std::size_t N>
 void uniform_(Var<T, N>& p, double lo, double hi, Generator& gen) {
-    xgrad::detail::require_var(p, "uniform_", "the parameter");
+    xgrad::require_var(p, "uniform_", "the parameter");
     if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
         throw value_error("uniform_: needs finite bounds lo <= hi, got lo " + std::to_string(lo) + " and hi " +
                           std::to_string(hi) + " for a parameter of shape " + shape_str(p.shape()));
@@ -33,7 +33,7 @@ void uniform_(Var<T, N>& p, double lo, double hi, Generator& gen) {
 }
 template <Real T, std::size_t N>
 void normal_(Var<T, N>& p, double mean, double std, Generator& gen) {
-    xgrad::detail::require_var(p, "normal_", "the parameter");
+    xgrad::require_var(p, "normal_", "the parameter");
     if (!(std::isfinite(mean) && std::isfinite(std) && std >= 0))
         throw value_error("normal_: needs a finite mean and a finite std >= 0, got mean " + std::to_string(mean) +
                           " and std " + std::to_string(std) + " for a parameter of shape " + shape_str(p.shape()));
@@ -41,13 +41,13 @@ void normal_(Var<T, N>& p, double mean, double std, Generator& gen) {
 }
 template <Real T, std::size_t N>
 void constant_(Var<T, N>& p, double value) {
-    xgrad::detail::require_var(p, "constant_", "the parameter");
+    xgrad::require_var(p, "constant_", "the parameter");
     p.value().fill(T(value));
 }
 // U(-b, b), b = gain · sqrt(6 / (fan_in + fan_out))
 template <Real T, std::size_t N>
 void xavier_uniform_(Var<T, N>& p, Generator& gen, double gain = 1) {
-    xgrad::detail::require_var(p, "xavier_uniform_", "the parameter");
+    xgrad::require_var(p, "xavier_uniform_", "the parameter");
     const auto [in, out] = fans(p);
     if (p.size() == 0) return;  // zero-element: a no-op, as torch (the bound would be infinite)
     const double b = gain * std::sqrt(6.0 / (in + out));
@@ -56,7 +56,7 @@ void xavier_uniform_(Var<T, N>& p, Generator& gen, double gain = 1) {
 // N(0, s²), s = gain · sqrt(2 / (fan_in + fan_out))
 template <Real T, std::size_t N>
 void xavier_normal_(Var<T, N>& p, Generator& gen, double gain = 1) {
-    xgrad::detail::require_var(p, "xavier_normal_", "the parameter");
+    xgrad::require_var(p, "xavier_normal_", "the parameter");
     const auto [in, out] = fans(p);
     if (p.size() == 0) return;
     normal_(p, 0, gain * std::sqrt(2.0 / (in + out)), gen);
@@ -65,7 +65,7 @@ void xavier_normal_(Var<T, N>& p, Generator& gen, double gain = 1) {
 // nn.Linear uses a = sqrt(5), which gives b = 1 / sqrt(fan_in).
 template <Real T, std::size_t N>
 void kaiming_uniform_(Var<T, N>& p, double a, Generator& gen) {
-    xgrad::detail::require_var(p, "kaiming_uniform_", "the parameter");
+    xgrad::require_var(p, "kaiming_uniform_", "the parameter");
     const double fan_in = fans(p).first;
     if (p.size() == 0) return;  // zero-element: a no-op, as torch (fan_in may be 0)
     const double b = std::sqrt(6.0 / ((1 + a * a) * fan_in));

@@ -155,7 +155,7 @@ struct PositionalEncoding {
                       "xgrad: PositionalEncoding takes a batched (rank 3) or unbatched (rank 2) input, like MultiheadAttention");
         if (table.size() == 0)
             throw value_error("PositionalEncoding: the module has no table (construct it with options)");
-        xgrad::detail::require_var(x, "PositionalEncoding", "x");
+        xgrad::require_var(x, "PositionalEncoding", "x");
         const std::size_t seq_axis = N == 3 && options.batch_first ? 1 : 0;
         const std::size_t steps = x.shape(seq_axis), d = x.shape(N - 1);
         if (d != table.shape(1) || steps > table.shape(0))

@@ -20,7 +20,7 @@ struct Linear {
 
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
-        xgrad::detail::require_var(weight, "Linear", "weight");  // a default-constructed module
+        xgrad::require_var(weight, "Linear", "weight");  // a default-constructed module
         return bias ? linear(x, weight, bias) : linear(x, weight);
     }
     template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
@@ -30,13 +30,13 @@ struct Linear {
     // activation(x·Wᵀ + b) in one node (relu or gelu, ops/linalg.hpp): a feed-forward block's first layer.
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x, LinearActivation activation) const {
-        xgrad::detail::require_var(weight, "Linear", "weight");
+        xgrad::require_var(weight, "Linear", "weight");
         return linear(x, weight, bias, activation);
     }
     // residual + (x·Wᵀ + b) in one node (linear_add): a residual connection after this projection.
     template <std::size_t N>
     Var<T, N> add(const Var<T, N>& residual, const Var<T, N>& x) const {
-        xgrad::detail::require_var(weight, "Linear", "weight");
+        xgrad::require_var(weight, "Linear", "weight");
         return linear_add(residual, x, weight, bias);
     }
     std::size_t in_features() const { return weight.shape(1); }

@@ -159,7 +159,7 @@ void check_layer_input(const MultiheadAttention<T>& attn, const Var<T, N>& x, co
     static_assert(N == 2 || N == 3, "xgrad: Transformer layers take batched (rank 3) or unbatched (rank 2) inputs");
     if (!attn.out_proj.weight)
         throw value_error(std::string(layer) + ": the layer has no parameters (construct it with options and a Generator)");
-    xgrad::detail::require_var(x, layer, name);
+    xgrad::require_var(x, layer, name);
     if (x.shape(N - 1) != attn.embed_dim())
         throw shape_error(std::string(layer) + ": " + name + " has shape " + shape_str(x.shape()) +
                           " but its last dim must be d_model = " + std::to_string(attn.embed_dim()));

@@ -128,7 +128,7 @@ inline void check_dropout_p(double p, const char* op) {
 // p outside [0, 1] is a value_error.
 template <Real T, std::size_t N>
 Var<T, N> dropout(const Var<T, N>& x, double p, bool training, Generator& gen) {
-    detail::require_var(x, "dropout", "x");
+    require_var(x, "dropout", "x");
     detail::check_dropout_p(p, "dropout");
     if (!training || p == 0) return x;
     return make_op<detail::DropoutNode<T, N>>(x.shape(), [&](auto& node) { node.forward(p, gen); }, x, Var<T, N>{});
@@ -144,8 +144,8 @@ auto dropout(const E& e, double p, bool training, Generator& gen) {
 // Not training or p == 0: residual + x.
 template <Real T, std::size_t N>
 Var<T, N> add_dropout(const Var<T, N>& residual, const Var<T, N>& x, double p, bool training, Generator& gen) {
-    detail::require_var(residual, "add_dropout", "residual");
-    detail::require_var(x, "add_dropout", "x");
+    require_var(residual, "add_dropout", "residual");
+    require_var(x, "add_dropout", "x");
     detail::check_dropout_p(p, "add_dropout");
     if (residual.shape() != x.shape())
         throw shape_error("add_dropout: residual has shape " + shape_str(residual.shape()) + " but x has shape " +

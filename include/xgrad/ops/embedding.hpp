@@ -82,7 +82,7 @@ inline std::optional<std::size_t> resolve_padding(std::optional<long> padding_id
 template <Real T, std::size_t M>
 Var<T, M + 1> embedding(const Var<T, 2>& weight, const xt::xtensor<std::int64_t, M>& indices,
                         std::optional<long> padding_idx = std::nullopt) {
-    detail::require_var(weight, "embedding", "weight");
+    require_var(weight, "embedding", "weight");
     const std::size_t V = weight.shape(0), E = weight.shape(1);
     const auto padding = detail::resolve_padding(padding_idx, V, "embedding");
     const std::int64_t* idx = indices.data();

@@ -206,8 +206,8 @@ Var<T, 0> linear_cross_entropy(const Var<T, N>& x, const Var<T, 2>& weight,
                                const xt::xtensor<std::int64_t, N - 1>& targets,
                                const LinearCrossEntropyOptions& options = {}) {
     static_assert(N >= 1, "xgrad: linear_cross_entropy needs x of rank >= 1: (..., C)");
-    detail::require_var(x, "linear_cross_entropy", "x");
-    detail::require_var(weight, "linear_cross_entropy", "weight");
+    require_var(x, "linear_cross_entropy", "x");
+    require_var(weight, "linear_cross_entropy", "weight");
     const std::size_t in = x.shape(N - 1), classes = weight.shape(0);
     if (weight.shape(1) != in)
         throw shape_error("linear_cross_entropy: weight " + shape_str(weight.shape()) + " does not fit x " +

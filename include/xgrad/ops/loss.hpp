@@ -39,6 +39,10 @@ struct CrossEntropyOptions {
     std::int64_t ignore_index = -100;  // targets equal to this add no loss, no gradient, no count
     double label_smoothing = 0;        // ε in [0, 1]: target q = (1-ε)·one_hot(y) + ε/C
     LossReduction reduction = LossReduction::mean;  // not used by the unreduced overload
+    // The logits' class axis: 1 as in PyTorch ((N, C, d...); (C) logits: 0), or -1 for the last, as
+    // a language model's (B, T, V) logits: nanoGPT's cross_entropy(logits.view(-1, V), y.view(-1))
+    // without the view.
+    int class_axis = 1;
 };
 
 namespace detail {
@@ -285,13 +289,14 @@ public:
     }
 };
 
-// class_axis: 1 (PyTorch's: (N, C, d...)), or for (C) logits 0; gpt_loss passes the last, as
-// nanoGPT's logits.view(-1, V) does without a copy.
 template <std::size_t M, Real T, std::size_t R>
 Var<T, M> cross_entropy_impl(const Var<T, R>& logits, const xt::xtensor<std::int64_t, R - 1>& targets,
-                             const CrossEntropyOptions& opt, LossMode mode, std::size_t class_axis = R == 1 ? 0 : 1) {
+                             const CrossEntropyOptions& opt, LossMode mode) {
     static_assert(R >= 1, "xgrad: cross_entropy needs logits of rank >= 1: (C), (N, C) or (N, C, d1, ...)");
     require_var(logits, "cross_entropy", "logits");
+    if (opt.class_axis != 1 && opt.class_axis != -1)
+        throw value_error("cross_entropy: class_axis must be 1 or -1, got " + std::to_string(opt.class_axis));
+    const std::size_t class_axis = R == 1 || opt.class_axis == -1 ? R - 1 : 1;
     const auto& ls = logits.shape();
     std::array<std::size_t, R - 1> expected;  // logits' shape without the class axis
     for (std::size_t k = 0, j = 0; k < R; ++k)

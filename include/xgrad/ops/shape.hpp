@@ -60,7 +60,7 @@ std::array<std::size_t, 3> heads_shape3(const S& s) {
 // Y (new shape) = X (old shape) element by element; dX += dY element by element.
 template <std::size_t M, Real T, std::size_t N>
 Var<T, M> reshape(const Var<T, N>& x, const std::array<long, M>& shape) {
-    detail::require_var(x, "reshape", "x");
+    require_var(x, "reshape", "x");
     std::array<std::size_t, M> out{};
     detail::reshape_target(x.shape(), x.size(), shape, out);
     detail::StridedMap map;
@@ -80,7 +80,7 @@ Var<T, M> reshape(const Var<T, N>& x, const long (&shape)[M]) {
 template <Real T, std::size_t N>
 Var<T, N> permute(const Var<T, N>& x, const std::array<std::size_t, N>& order) {
     static_assert(N <= detail::max_loop_rank, "xgrad: permute supports rank <= 16");
-    detail::require_var(x, "permute", "x");
+    require_var(x, "permute", "x");
     std::array<bool, N> seen{};
     for (std::size_t k = 0; k < N; ++k) {
         if (order[k] >= N || seen[order[k]])
@@ -98,7 +98,7 @@ template <Real T, std::size_t N>
 Var<T, N> transpose(const Var<T, N>& x, long dim0, long dim1) {
     static_assert(N >= 1, "xgrad: transpose needs rank >= 1");
     static_assert(N <= detail::max_loop_rank, "xgrad: transpose supports rank <= 16");
-    detail::require_var(x, "transpose", "x");
+    require_var(x, "transpose", "x");
     const std::size_t a = detail::resolve_axis(dim0, x.shape(), "transpose"),
                       b = detail::resolve_axis(dim1, x.shape(), "transpose");
     std::array<std::size_t, N> order, out;
@@ -126,7 +126,7 @@ template <std::size_t M = 3, Real T, std::size_t N>
 Var<T, M> split_heads(const Var<T, N>& x, std::size_t num_heads) {
     static_assert(N == 3, "xgrad: split_heads needs a rank-3 input (B, T, H*D)");
     static_assert(M == 3 || M == 4, "xgrad: split_heads<3> gives (B*H, T, D), split_heads<4> (B, H, T, D)");
-    detail::require_var(x, "split_heads", "x");
+    require_var(x, "split_heads", "x");
     const auto s = detail::heads_shape3(x.shape());
     const std::size_t D = detail::head_dim(s, num_heads, "split_heads");
     std::array<std::size_t, M> out;
@@ -140,7 +140,7 @@ Var<T, M> split_heads(const Var<T, N>& x, std::size_t num_heads) {
 template <Real T, std::size_t N>
 Var<T, 3> merge_heads(const Var<T, N>& x, std::size_t num_heads = 0) {
     static_assert(N == 3 || N == 4, "xgrad: merge_heads needs (B*H, T, D) with num_heads, or (B, H, T, D)");
-    detail::require_var(x, "merge_heads", "x");
+    require_var(x, "merge_heads", "x");
     const auto& s = x.shape();
     if constexpr (N == 4) {
         if (num_heads != 0 && num_heads != s[1])
@@ -180,7 +180,7 @@ Var<T, N> take_range(const Var<T, N>& x, std::size_t ax, std::size_t start, std:
 template <Real T, std::size_t N>
 Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
     static_assert(N >= 1, "xgrad: slice needs rank >= 1");
-    detail::require_var(x, "slice", "x");
+    require_var(x, "slice", "x");
     const std::size_t ax = detail::resolve_axis(axis, x.shape(), "slice");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start, e = stop < 0 ? stop + size : stop;
@@ -194,7 +194,7 @@ Var<T, N> slice(const Var<T, N>& x, long axis, long start, long stop) {
 template <Real T, std::size_t N>
 Var<T, N> narrow(const Var<T, N>& x, long axis, long start, long length) {
     static_assert(N >= 1, "xgrad: narrow needs rank >= 1");
-    detail::require_var(x, "narrow", "x");
+    require_var(x, "narrow", "x");
     const std::size_t ax = detail::resolve_axis(axis, x.shape(), "narrow");
     const long size = static_cast<long>(x.shape()[ax]);
     const long b = start < 0 ? start + size : start;
@@ -210,7 +210,7 @@ template <std::size_t M, Real T, std::size_t N>
 Var<T, M> expand(const Var<T, N>& x, const std::array<std::size_t, M>& shape) {
     static_assert(M >= N, "xgrad: expand cannot lower the rank (the target needs rank >= the input's)");
     static_assert(M <= detail::max_loop_rank, "xgrad: expand supports rank <= 16");
-    detail::require_var(x, "expand", "x");
+    require_var(x, "expand", "x");
     std::size_t count;
     if (!detail::checked_numel(shape, count))
         throw shape_error("expand: cannot broadcast x of shape " + shape_str(x.shape()) + " to " + shape_str(shape) +

@@ -67,7 +67,7 @@ Var<T, N> concat(const std::vector<Var<T, N>>& xs, long axis) {
     static_assert(N >= 1, "xgrad: concat needs rank >= 1");
     if (xs.empty()) throw value_error("concat: needs at least one input");
     for (std::size_t i = 0; i < xs.size(); ++i)  // the operand's name is built only on failure
-        if (!xs[i]) detail::require_var(xs[i], "concat", ("input " + std::to_string(i)).c_str());
+        if (!xs[i]) require_var(xs[i], "concat", ("input " + std::to_string(i)).c_str());
     const std::size_t ax = detail::resolve_axis(axis, xs[0].shape(), "concat", "input 0");
     std::array<std::size_t, N> shape;
     std::copy(xs[0].shape().begin(), xs[0].shape().end(), shape.begin());

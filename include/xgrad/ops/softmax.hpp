@@ -142,7 +142,7 @@ Var<T, N> masked_softmax(const Var<T, N>& x, const Masks&... masks) {
     static_assert((detail::mask_fits_rank<std::remove_cvref_t<Masks>, N> && ...),
                   "xgrad: masked_softmax: causal needs scores of rank >= 2 (..., L, S); valid_lens a rank from 1 to "
                   "rank(scores) - 1 (d2l: (B,) or (B, Q))");
-    detail::require_var(x, "masked_softmax", "x");
+    require_var(x, "masked_softmax", "x");
     // merged (and so checked) before anything is recorded
     return detail::masked_softmax_merged(x, detail::merged_masks<T>(x.shape(), "masked_softmax", masks...));
 }
