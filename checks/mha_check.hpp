@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "xgrad/check/module_check.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/xgrad.hpp"
 
 namespace xgrad::checks {

@@ -18,7 +18,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 meson install -C "$build" --destdir "$dir/root" --no-rebuild --quiet > "$dir/install.log"
 pc=$(find "$dir/root" -name xgrad.pc)
 [ -n "$pc" ] || { echo "xgrad.pc was not installed"; exit 1; }
-[ -n "$(find "$dir/root" -path '*/include/xgrad/nn/attention.hpp')" ] || { echo "headers not installed"; exit 1; }
+[ -n "$(find "$dir/root" -path '*/include/xgrad/nn/multihead_attention.hpp')" ] || { echo "headers not installed"; exit 1; }
 [ -n "$(find "$dir/root" -path '*/bin/xgrad' -type f)" ] || { echo "the xgrad tool was not installed"; exit 1; }
 [ -n "$(find "$dir/root" -name libxgrad.a)" ] || { echo "libxgrad was not installed"; exit 1; }
 config=$(find "$dir/root" -name xgradConfig.cmake)

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "xgrad/core/var.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/sdpa.hpp"
-#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/attention_scores.hpp"
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/gemm_tiled.hpp"
 #include "xgrad/kernels/score_masks.hpp"

@@ -26,7 +26,7 @@
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/sdpa.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/nn/position_embedding.hpp"
 #include "xgrad/nn/detr.hpp"

@@ -1,12 +1,12 @@
 // `xgrad attention --from IN --to OUT`: nn::MultiheadAttention forward + backward on a problem
 // stored as .npy files (PyTorch's parameter names), or N Adam/AdamW steps with --adam-steps N.
 // Bad input: one line on stderr naming the file or field, exit status 2, nothing written to OUT.
-// The file handling lives in study/attention.hpp.
+// The file handling lives in study/mha_files.hpp.
 #include <optional>
 #include <string>
 
 #include "commands/commands.hpp"
-#include "study/attention.hpp"
+#include "study/mha_files.hpp"
 
 namespace xgrad::cli {
 

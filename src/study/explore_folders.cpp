@@ -9,7 +9,7 @@
 //       (positions whose target is -1 have no loss). Saliency at the blocks' input.
 #include <fmt/core.h>
 
-#include "study/attention.hpp"
+#include "study/mha_files.hpp"
 #include "study/explore_collect.hpp"
 #include "study/gpt_files.hpp"
 #include "study/npy_inputs.hpp"

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "study/attention.hpp"
+#include "study/mha_files.hpp"
 #include "study/transformer.hpp"
 #include "xgrad/inspect/tape_graph.hpp"
 #include "xgrad/io/file.hpp"

@@ -1,5 +1,5 @@
 // The driver behind `xgrad inspect --from IN`: one MultiheadAttention forward and backward on the
-// problem in IN (the folder format of `xgrad attention`, study/attention.hpp), printed as a tape
+// problem in IN (the folder format of `xgrad attention`, study/mha_files.hpp), printed as a tape
 // listing; optionally the graph as Graphviz dot and every intermediate value and gradient as .npy
 // files. A folder in the format of `xgrad transformer` (config.json with a "module" field,
 // study/transformer.hpp) runs that module's forward and backward instead: its inputs, parameters

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "io/io_test_util.hpp"
-#include "study/attention.hpp"
+#include "study/mha_files.hpp"
 #include "xgrad/io/npy.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.

@@ -11,7 +11,7 @@
 
 #include <doctest/doctest.h>
 
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/xgrad.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.

@@ -30,7 +30,7 @@
 #include <type_traits>
 
 #include "xgrad/core/random.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"

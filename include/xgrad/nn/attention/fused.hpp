@@ -25,7 +25,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
-#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/attention_scores.hpp"
 #include "xgrad/kernels/gemm_tiled.hpp"
 #include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/attention/internals.hpp"

@@ -27,7 +27,7 @@
 
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/var.hpp"
-#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/attention_scores.hpp"
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"

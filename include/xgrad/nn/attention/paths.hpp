@@ -1,7 +1,7 @@
 // Attention in xgrad: one computation, four paths. Every path reads the same masks (the
 // vocabulary of ops/mask.hpp merged by kernels/score_masks.hpp) and runs the same softmax kernels
 // (kernels/softmax.hpp); the fast paths compute their scores and apply their masks with the
-// routines of their layout (kernels/attention.hpp: rows for weights_and_context and
+// routines of their layout (kernels/attention_scores.hpp: rows for weights_and_context and
 // memory_efficient, columns for fused), and are tested against the reference, output and every
 // gradient, on every mask kind (tests/nn/attention_paths.cpp).
 //

@@ -6,7 +6,7 @@
 //   attention_context: O_bh (L, D)   = P_bh · V_bh, written into (L, B, E)   one node
 //
 // Every (b, h) is one strided GEMM per product (kernels::gemm); the scores are in the rows layout
-// (kernels/attention.hpp), and mask and softmax are one pass over them forward and one backward
+// (kernels/attention_scores.hpp), and mask and softmax are one pass over them forward and one backward
 // (dS = P ⊙ (dP − Σ_j dP ⊙ P)).
 //
 // Keys that every query of a head ignores (padding: a key_padding_mask, valid_lens) are skipped:
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "xgrad/core/var.hpp"
-#include "xgrad/kernels/attention.hpp"
+#include "xgrad/kernels/attention_scores.hpp"
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"

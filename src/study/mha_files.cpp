@@ -1,6 +1,6 @@
-// `xgrad attention`'s driver (study/attention.hpp): reading and checking the problem, forward +
+// `xgrad attention`'s driver (study/mha_files.hpp): reading and checking the problem, forward +
 // backward or Adam steps, the results written through an io::StagingDir.
-#include "study/attention.hpp"
+#include "study/mha_files.hpp"
 #include "study/npy_inputs.hpp"
 
 #include <cmath>

@@ -17,7 +17,7 @@
 #include <variant>
 
 #include "study/json_config.hpp"
-#include "xgrad/nn/attention.hpp"
+#include "xgrad/nn/multihead_attention.hpp"
 
 namespace xgrad::cli {
 
