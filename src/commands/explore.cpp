@@ -22,7 +22,7 @@ void setup_explore(CLI::App& cmd) {
                                                       "`xgrad transformer` or `xgrad gpt`")
                        ->check(CLI::ExistingPath);
     cmd.add_option("--model", model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
-                                     "merges.txt), instead of SOURCE")
+                                     "merges.txt), instead of SOURCE (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(source);
     cmd.add_option("--out", out, "the page to write, one self-contained HTML file")->required();

@@ -48,7 +48,7 @@ void setup_gpt(CLI::App& cmd) {
         ->required();
     cmd.add_option("--to", to, "output directory (created; files are replaced)")->required();
     cmd.add_option("--model", model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
-                                     "merges.txt): the model; --from then holds idx.npy and targets.npy only")
+                                     "merges.txt): the model; --from then holds idx.npy and targets.npy only (default: the model from --from)")
         ->check(CLI::ExistingDirectory);
     cmd.callback([] {
         selected_action() = [] {  // errors: one line and status 2, from main

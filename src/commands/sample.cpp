@@ -119,7 +119,7 @@ void setup_sample(CLI::App& cmd) {
                                       "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, or an llm.c .bin")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
-                                       "merges.txt), instead of --checkpoint")
+                                       "merges.txt), instead of --checkpoint (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(checkpoint);
     cmd.add_option("--prompt", o.prompt, "the text to continue");
