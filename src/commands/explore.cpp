@@ -1,8 +1,8 @@
 // `xgrad explore SOURCE --out FILE.html`: one forward and backward of a model on one input, and a
 // page of every attention's maps and gradients (study/explore.hpp, docs/explore.md). SOURCE is a
 // `train gpt`, `train copy` or `train sort` checkpoint, an llm.c .bin (with --tokens), or a folder
-// of `xgrad attention`, `xgrad transformer` or `xgrad gpt`. Bad input: one line, exit status 2, no
-// file written.
+// of `xgrad attention`, `xgrad transformer` or `xgrad gpt`; or `--model DIR`, a GPT-2 folder in
+// Hugging Face's layout. Bad input: one line, exit status 2, no file written.
 #include <fmt/core.h>
 
 #include "commands/commands.hpp"
@@ -15,11 +15,16 @@ namespace xgrad::cli {
 void setup_explore(CLI::App& cmd) {
     static ExploreOptions o;
     static std::string out;
+    static std::string model;
     static int threads = 1;
-    cmd.add_option("source", o.source, "a checkpoint of `train gpt`, `train copy` or `train sort` (.npz), an llm.c .bin, "
-                                       "or a folder in the format of `xgrad attention`, `xgrad transformer` or `xgrad gpt`")
-        ->required()
-        ->check(CLI::ExistingPath);
+    auto* source = cmd.add_option("source", o.source, "a checkpoint of `train gpt`, `train copy` or `train sort` (.npz), an "
+                                                      "llm.c .bin, or a folder in the format of `xgrad attention`, "
+                                                      "`xgrad transformer` or `xgrad gpt`")
+                       ->check(CLI::ExistingPath);
+    cmd.add_option("--model", model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
+                                     "merges.txt), instead of SOURCE (default: none)")
+        ->check(CLI::ExistingDirectory)
+        ->excludes(source);
     cmd.add_option("--out", out, "the page to write, one self-contained HTML file")->required();
     cmd.add_option("--text", o.text, "a GPT's input text (default: held-out text of its corpus)");
     cmd.add_option("--tokens", o.tokens, "the input as token ids, comma-separated (a GPT, as for an llm.c model; the "
@@ -40,6 +45,8 @@ void setup_explore(CLI::App& cmd) {
     cmd.add_option("--threads", threads, "threads")->check(between(1, 64));
     cmd.callback([] {
         selected_action() = [] {
+            if (o.source.empty() == model.empty()) throw value_error("give a SOURCE or --model DIR (one of them)");
+            if (!model.empty()) o.source = model, o.gpt_folder = true;
             io::require_parent_dir(out);
             set_num_threads(std::size_t(threads));
             const ExploreData data = explore(o);

@@ -1,7 +1,7 @@
 // `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. The
 // measurements are study/heads.hpp's (scores, labels, importance by ablation); this prints them and
 // draws the mean attention maps. A `train gpt` checkpoint: every layer's heads on its text, with
-// induction scores (study/gpt_heads.cpp).
+// induction scores (study/gpt_heads.cpp); `--model DIR`, a GPT-2 folder in Hugging Face's layout, the same.
 #include <filesystem>
 #include <string>
 
@@ -18,13 +18,15 @@ namespace xgrad::cli {
 namespace {
 
 struct HeadsOptions {
-    std::string checkpoint, out, text;
+    std::string checkpoint, model, out, text;
     int sequences = 256;
     std::uint64_t seed = 12345;
 };
 
 int heads(const HeadsOptions& o) {
     namespace fs = std::filesystem;
+    if (o.checkpoint.empty() == o.model.empty()) throw value_error("give a CHECKPOINT or --model DIR (one of them)");
+    if (!o.model.empty()) return gpt_heads(o.model, o.out, o.sequences, o.seed, o.text);
     const auto config = io::read_checkpoint_config(o.checkpoint);
     if (config.count("n_layer")) return gpt_heads(o.checkpoint, o.out, o.sequences, o.seed, o.text);
     const auto options = copy_task::ModelOptions::from_config(config, o.checkpoint);
@@ -65,9 +67,12 @@ int heads(const HeadsOptions& o) {
 
 void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
-    cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy` or `xgrad train gpt`")
-        ->required()
-        ->check(CLI::ExistingFile);
+    auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy` or `xgrad train gpt`")
+                           ->check(CLI::ExistingFile);
+    cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
+                                       "merges.txt), instead of a checkpoint (default: none)")
+        ->check(CLI::ExistingDirectory)
+        ->excludes(checkpoint);
     cmd.add_option("--out", o.out, "folder for heads.png, the mean attention map of every head (default: none)");
     cmd.add_option("--sequences", o.sequences, "held-out sequences to run")->check(between(1, 100000));
     cmd.add_option("--seed", o.seed, "seed of the held-out sequences");

@@ -2,7 +2,9 @@
 // prints it (with a key/value cache: each token costs one position's work). FILE is a `train gpt`
 // checkpoint.npz (its tokenizer inside), a nanoGPT state dict .npz with --vocab-text (the text its
 // character vocabulary was built from) and --n_head, or an llm.c model .bin (GPT-2's BPE ids: printed
-// as numbers, the prompt given with --prompt-ids).
+// as numbers, the prompt given with --prompt-ids). `--model DIR` takes a folder in Hugging Face's
+// GPT-2 layout (io/gpt_folder.hpp) instead, its BPE tokenizer inside. --temperature 0 is greedy;
+// --print-ids prints the generated ids only, comma-separated, on one line.
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -18,7 +20,8 @@ namespace xgrad::cli {
 namespace {
 
 struct SampleOptions {
-    std::string checkpoint, prompt = "\n", prompt_ids, vocab_text;
+    std::string checkpoint, model, prompt = "\n", prompt_ids, vocab_text;
+    bool print_ids = false;
     std::size_t n_head = 0;
     int tokens = 500, samples = 1, top_k = 200, threads = 1;
     double temperature = 0.8;
@@ -56,10 +59,12 @@ gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
 
 int sample(const SampleOptions& o) {
     set_num_threads(std::size_t(o.threads));
-    // an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
-    const bool llmc = o.checkpoint.ends_with(".bin");
-    gpt_task::LoadedModel m = llmc || !io::read_checkpoint_config(o.checkpoint).empty() ? gpt_task::load_model(o.checkpoint)
-                                                                                        : load_nanogpt(o);
+    if (o.checkpoint.empty() == o.model.empty()) throw value_error("give --checkpoint FILE or --model DIR (one of them)");
+    // a model folder, an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
+    const bool known = !o.model.empty() || o.checkpoint.ends_with(".bin");
+    gpt_task::LoadedModel m = known || !io::read_checkpoint_config(o.checkpoint).empty()
+                                  ? gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model)
+                                  : load_nanogpt(o);
     std::vector<std::int64_t> start;
     if (!o.prompt_ids.empty()) {
         std::stringstream in(o.prompt_ids);
@@ -76,13 +81,23 @@ int sample(const SampleOptions& o) {
     xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
     std::copy(start.begin(), start.end(), prompt.data());
     Generator gen(o.seed);
+    nn::GenerateOptions g{.temperature = o.temperature, .top_k = std::size_t(o.top_k), .vocab_size = m.usable_vocab};
+    if (o.print_ids) {  // each sample's new ids, one line each
+        for (int k = 0; k < o.samples; ++k) {
+            const auto out = nn::generate(m.model, prompt, std::size_t(o.tokens), gen, g);
+            std::string line;
+            for (std::size_t t = start.size(); t < out.shape()[1]; ++t)
+                line += (t > start.size() ? "," : "") + std::to_string(out(0, t));
+            fmt::print("{}\n", line);
+        }
+        return 0;
+    }
     for (int k = 0; k < o.samples; ++k) {
         std::string shown;  // tokens are printed as they come (a byte token may end a UTF-8 character later)
         if (m.tokenizer) shown = m.tokenizer->decode(start);
         else for (const auto id : start) shown += fmt::format("{} ", id);
         fmt::print("{}", shown);
         std::fflush(stdout);
-        nn::GenerateOptions g{.temperature = o.temperature, .top_k = std::size_t(o.top_k), .vocab_size = m.usable_vocab};
         g.on_token = [&](std::size_t, const std::vector<std::int64_t>& t) {
             std::string piece;
             if (m.tokenizer) m.tokenizer->append(piece, t[0]);
@@ -100,14 +115,20 @@ int sample(const SampleOptions& o) {
 
 void setup_sample(CLI::App& cmd) {
     static SampleOptions o;
-    cmd.add_option("--checkpoint", o.checkpoint, "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, or an llm.c .bin")
-        ->required()
-        ->check(CLI::ExistingFile);
+    auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint,
+                                      "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, or an llm.c .bin")
+                           ->check(CLI::ExistingFile);
+    cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
+                                       "merges.txt), instead of --checkpoint (default: none)")
+        ->check(CLI::ExistingDirectory)
+        ->excludes(checkpoint);
     cmd.add_option("--prompt", o.prompt, "the text to continue");
     cmd.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids, comma-separated (llm.c models)");
     cmd.add_option("--tokens", o.tokens, "new tokens per sample")->check(between(1, 1000000));
     cmd.add_option("--samples", o.samples, "how many samples")->check(between(1, 10000));
-    cmd.add_option("--temperature", o.temperature, "logits are divided by it (< 1: more likely tokens)")->check(positive());
+    cmd.add_option("--temperature", o.temperature, "logits are divided by it (< 1: more likely tokens; 0: greedy)")
+        ->check(at_least(0));
+    cmd.add_flag("--print-ids", o.print_ids, "print only the generated ids, comma-separated, one line per sample");
     cmd.add_option("--top-k", o.top_k, "draw from the k most likely tokens only")->check(at_least(1));
     cmd.add_option("--seed", o.seed, "random seed (same seed, same samples)");
     cmd.add_option("--threads", o.threads, "threads")->check(between(1, 64));

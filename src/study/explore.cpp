@@ -3,8 +3,8 @@
 // -1) or of one position's. One driver, collect(), reads every attention of each tape
 // (explore_collect.hpp).
 //
-//   a `train gpt` checkpoint (or an llm.c .bin with --tokens): nanoGPT's mean cross-entropy over the
-//       input's next tokens; position t's loss predicts token t + 1. Saliency at the blocks' input
+//   a `train gpt` checkpoint, a GPT-2 folder in Hugging Face's layout (or an llm.c .bin with --tokens):
+//       nanoGPT's mean cross-entropy over the input's next tokens; position t's loss predicts token t + 1. Saliency at the blocks' input
 //       (the node named "embedding": wte + wpe).
 //   a `train copy` checkpoint: the cross-entropy of the copied half; position n + k's loss predicts
 //       a(k+1). Saliency at the embedding (tokens + positions).
@@ -181,6 +181,7 @@ ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& co
 }  // namespace
 
 ExploreData explore(const ExploreOptions& o) {
+    if (o.gpt_folder || io::is_gpt_folder(o.source)) return explore_gpt(o);
     if (std::filesystem::is_directory(o.source)) {
         if (is_transformer_folder(o.source)) return explore_transformer_folder(o);
         if (std::filesystem::exists(o.source / "idx.npy")) return explore_gpt_folder(o);

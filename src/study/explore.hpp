@@ -68,6 +68,7 @@ struct ExploreData {
 
 struct ExploreOptions {
     std::filesystem::path source;      // a checkpoint (.npz, .bin) or a folder
+    bool gpt_folder = false;           // source is a GPT-2 folder in Hugging Face's layout (--model)
     std::string text;                  // a GPT's input text (default: held-out text)
     std::vector<std::int64_t> tokens;  // a copy-task model's input (default: a held-out sequence)
     std::string corpus;                // a GPT's text file for the default input and head reports

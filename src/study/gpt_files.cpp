@@ -6,6 +6,7 @@
 
 #include "study/json_config.hpp"
 #include "study/npy_inputs.hpp"
+#include "xgrad/io/gpt_folder.hpp"
 #include "xgrad/io/gpt_formats.hpp"
 
 namespace xgrad::cli {
@@ -66,14 +67,26 @@ nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::str
     return model;
 }
 
-}  // namespace
-
-GptFiles read_gpt_files(const fs::path& in) {
-    const nn::GPTConfig c = read_gpt_config(in / "config.json");
+// IN/idx.npy and IN/targets.npy for a model of config c
+std::pair<xt::xtensor<std::int64_t, 2>, xt::xtensor<std::int64_t, 2>> read_inputs(const fs::path& in, const nn::GPTConfig& c) {
     auto idx = read_ids(in, "idx", c, false), targets = read_ids(in, "targets", c, true);
     if (idx.shape() != targets.shape())
         throw io_error((in / "targets.npy").string() + ": has shape " + shape_str(targets.shape()) + ", idx.npy has " +
                        shape_str(idx.shape()));
+    return {std::move(idx), std::move(targets)};
+}
+
+}  // namespace
+
+GptFiles read_gpt_files(const fs::path& in, const fs::path& model_dir) {
+    const nn::GPTConfig c = io::read_gpt2_config(model_dir / "config.json");
+    auto [idx, targets] = read_inputs(in, c);
+    return {c, std::move(idx), std::move(targets), io::open_gpt_folder<float>(model_dir).model};
+}
+
+GptFiles read_gpt_files(const fs::path& in) {
+    const nn::GPTConfig c = read_gpt_config(in / "config.json");
+    auto [idx, targets] = read_inputs(in, c);
     const NpyArray first = *read_input(in, "transformer.wte.weight");
     if (first.dtype == Dtype::float32) return {c, std::move(idx), std::move(targets), read_model<float>(in, c, first.source)};
     if (first.dtype == Dtype::float64) return {c, std::move(idx), std::move(targets), read_model<double>(in, c, first.source)};

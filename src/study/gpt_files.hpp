@@ -5,6 +5,8 @@
 //   IN/<name>.npy   every parameter under nanoGPT's state-dict names (float32 or float64, one dtype);
 //                   buffers such as transformer.h.0.attn.bias.npy may be there (checked, not used)
 //   IN/idx.npy, IN/targets.npy  int64 (B, T), T <= block_size; target -1 is ignored
+// Or the model from a GPT-2 folder in Hugging Face's layout (io/gpt_folder.hpp, `xgrad gpt --model`),
+// IN holding idx.npy and targets.npy only.
 // Everything is read and checked first: bad input is an io_error naming the file or field.
 #pragma once
 #include <cstdint>
@@ -24,5 +26,6 @@ struct GptFiles {
 };
 
 GptFiles read_gpt_files(const std::filesystem::path& in);
+GptFiles read_gpt_files(const std::filesystem::path& in, const std::filesystem::path& model_dir);
 
 }  // namespace xgrad::cli

