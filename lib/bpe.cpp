@@ -251,4 +251,24 @@ void BpeModel::append(std::string& out, std::int64_t id) const {
     out += impl_->token_bytes[std::size_t(id)];
 }
 
+std::string BpeModel::vocab_json() const {
+    std::vector<const std::string*> token_of(impl_->token_bytes.size(), nullptr);
+    for (const auto& [token, id] : impl_->id_by_token) token_of[std::size_t(id)] = &token;
+    std::string out = "{";
+    for (std::size_t id = 0; id < token_of.size(); ++id)
+        if (token_of[id]) out += (out.size() > 1 ? ", " : "") + nlohmann::json(*token_of[id]).dump() + ": " + std::to_string(id);
+    return out + "}";
+}
+
+std::string BpeModel::merges_txt() const {
+    std::vector<const std::string*> token_of(impl_->token_bytes.size(), nullptr);
+    for (const auto& [token, id] : impl_->id_by_token) token_of[std::size_t(id)] = &token;
+    std::vector<std::uint64_t> by_rank(impl_->merges.size());
+    for (const auto& [pair, merge] : impl_->merges) by_rank[std::size_t(merge.rank)] = pair;
+    std::string out = "#version: 0.2\n";
+    for (const std::uint64_t pair : by_rank)
+        out += *token_of[pair >> 32] + " " + *token_of[pair & 0xffffffff] + "\n";
+    return out;
+}
+
 }  // namespace xgrad::text

@@ -128,7 +128,7 @@ std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, cons
     std::map<std::string, NpyArray> out;
     std::map<std::string, std::string> file_name;  // Hugging Face's name -> the file's
     for (const auto& [key, t] : st.tensors()) {
-        const std::string name = key.starts_with("transformer.") ? key.substr(12) : key;
+        const std::string name = gpt_name_to_hf(key);
         if (const auto [it, fresh] = file_name.emplace(name, key); !fresh)
             throw io_error(source + ": tensors '" + it->second + "' and '" + key + "' are the same parameter");
         if (io::detail::is_gpt_buffer(name)) continue;  // the causal mask (nn::GPT's is a rule) and a constant
@@ -146,7 +146,7 @@ std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, cons
             t.dtype != SafetensorsDtype::F64)
             throw io_error(source + ": tensor '" + key + "' has dtype " + safetensors_dtype_name(t.dtype) +
                            ", a weight must be F32, F16, BF16 or F64");
-        out.emplace(lm_head ? name : "transformer." + name, st.array(key));
+        out.emplace(gpt_name_from_hf(name), st.array(key));
     }
     for (const auto& [name, shape] : expected)
         if (!file_name.count(name))
@@ -157,11 +157,79 @@ std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, cons
 }
 
 text::Tokenizer read_gpt2_tokenizer(const fs::path& dir, const nn::GPTConfig& c) {
-    text::Tokenizer tok = text::Tokenizer::bpe_folder(dir);
+    text::Tokenizer tok = read_folder_tokenizer(dir);
+    const fs::path file = dir / (tok.kind() == text::Tokenizer::Kind::bpe ? "vocab.json" : xgrad_tokenizer_file);
     if (tok.vocab_size() > c.vocab_size)
-        throw io_error((dir / "vocab.json").string() + ": " + std::to_string(tok.vocab_size()) + " tokens, more than " +
+        throw io_error(file.string() + ": " + std::to_string(tok.vocab_size()) + " tokens, more than " +
                        (dir / "config.json").string() + "'s vocab_size " + std::to_string(c.vocab_size));
     return tok;
+}
+
+text::Tokenizer read_folder_tokenizer(const fs::path& dir) {
+    std::error_code ec;
+    const fs::path path = dir / xgrad_tokenizer_file;
+    if (!fs::exists(path, ec)) return text::Tokenizer::bpe_folder(dir);
+    const std::string source = path.string(), text = read_text(path);
+    const nlohmann::json j = xgrad::detail::parse_json_unique_keys(text.data(), text.data() + text.size(), source);
+    if (!j.is_object()) throw io_error(source + ": must hold a JSON object, got " + std::string(j.type_name()));
+    const Fields f{j, source};
+    if (f.positive("version") != 1) f.fail("version", "is " + j["version"].dump() + "; this xgrad reads version 1");
+    const nlohmann::json* kind = f.find("kind");
+    if (!kind) f.fail("kind", "is missing");
+    if (*kind == "byte") return text::Tokenizer::bytes();
+    if (*kind != "character") f.fail("kind", "must be \"byte\" or \"character\", got " + Fields::shown(*kind));
+    const nlohmann::json* chars = f.find("characters");
+    if (!chars) f.fail("characters", "is missing");
+    if (!chars->is_string()) f.fail("characters", "must be a string, got " + Fields::shown(*chars));
+    const std::string& s = chars->get_ref<const std::string&>();
+    std::vector<char32_t> vocabulary;
+    for (std::size_t at = 0; at < s.size();) {
+        const text::DecodedChar c = text::decode_utf8(s, at, source + ": field \"characters\"");
+        if (!vocabulary.empty() && c.code <= vocabulary.back())
+            f.fail("characters", "must list distinct characters in increasing code point order (byte " + std::to_string(at) + ")");
+        vocabulary.push_back(c.code);
+        at += c.length;
+    }
+    if (vocabulary.empty()) f.fail("characters", "is empty");
+    return text::Tokenizer::from_vocabulary(std::move(vocabulary));
+}
+
+void write_folder_tokenizer(const fs::path& dir, const text::Tokenizer& tok) {
+    const auto write = [&](const std::string& name, const std::string& text) {
+        write_file_atomic(dir / name, text.data(), text.size());
+    };
+    if (const text::BpeModel* bpe = tok.bpe_model()) {
+        write("vocab.json", bpe->vocab_json());
+        write("merges.txt", bpe->merges_txt());
+        return;
+    }
+    nlohmann::ordered_json j{{"version", 1}, {"kind", tok.kind() == text::Tokenizer::Kind::byte ? "byte" : "character"}};
+    if (tok.kind() == text::Tokenizer::Kind::character) {
+        std::string chars;
+        for (const char32_t c : tok.vocabulary()) text::append_utf8(chars, c);
+        j["characters"] = chars;
+    }
+    write(xgrad_tokenizer_file, j.dump(2) + "\n");
+}
+
+std::string gpt2_config_json(const nn::GPTConfig& c) {
+    nlohmann::ordered_json j{{"model_type", "gpt2"},
+                             {"architectures", nlohmann::ordered_json::array({"GPT2LMHeadModel"})},
+                             {"n_layer", c.n_layer},
+                             {"n_head", c.n_head},
+                             {"n_embd", c.n_embd},
+                             {"n_positions", c.block_size},
+                             {"n_ctx", c.block_size},
+                             {"vocab_size", c.vocab_size},
+                             {"n_inner", nullptr},
+                             {"activation_function", c.gelu == nn::GeluForm::tanh ? "gelu_new" : "gelu"},
+                             {"layer_norm_epsilon", 1e-5},
+                             {"resid_pdrop", c.dropout},
+                             {"embd_pdrop", c.dropout},
+                             {"attn_pdrop", c.dropout},
+                             {"tie_word_embeddings", true}};
+    if (!c.bias) j["bias"] = false;
+    return j.dump(2) + "\n";
 }
 
 bool is_gpt_folder(const fs::path& dir) {

@@ -6,8 +6,12 @@
 //                      without GPT2LMHeadModel's "transformer." prefix; c_attn, c_proj and c_fc
 //                      weights in Conv1D's (in, out) layout; lm_head.weight absent (tied to wte)
 //                      or equal to wte; attn.bias / attn.masked_bias buffers ignored
-//   vocab.json + merges.txt   GPT-2's byte-level BPE (text::Tokenizer::bpe_folder)
+//   vocab.json + merges.txt   GPT-2's byte-level BPE (text::Tokenizer::bpe_folder), or for xgrad's
+//                      byte and character tokenizers xgrad_tokenizer.json:
+//                      {"version": 1, "kind": "byte"} or {"version": 1, "kind": "character",
+//                      "characters": "\n !,..."} (the vocabulary in id order, increasing code points)
 //
+//   io::save_gpt_folder(model, tokenizer, "out/");     // the same layout, from any nn::GPT
 //   auto gpt2 = io::open_gpt_folder("gpt2/");          // GptFolder<float>: .model (eval mode), .tokenizer
 //   auto ids = gpt2.tokenizer.encode("Hello");
 //   auto logits = gpt2.model(prompt);                  // as GPT2LMHeadModel's, in float32
@@ -25,6 +29,7 @@
 
 #include "xgrad/io/gpt_formats.hpp"
 #include "xgrad/io/npy.hpp"
+#include "xgrad/io/safetensors.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/text/tokenizer.hpp"
 
@@ -40,8 +45,20 @@ nn::GPTConfig parse_gpt2_config(const std::string& json_text, const std::string&
 // it in Hugging Face's layout; ready for load_gpt_state_dict.
 std::map<std::string, NpyArray> read_gpt2_safetensors(const std::filesystem::path& path, const nn::GPTConfig& config);
 
-// A folder's BPE tokenizer, checked to fit `config` (no id past vocab_size).
+// A folder's tokenizer, checked to fit `config` (no id past vocab_size).
 text::Tokenizer read_gpt2_tokenizer(const std::filesystem::path& dir, const nn::GPTConfig& config);
+
+// The file of xgrad's byte and character tokenizers in a folder (not Hugging Face's tokenizer.json,
+// which GPT-2's published folders also hold, in another format).
+inline constexpr const char* xgrad_tokenizer_file = "xgrad_tokenizer.json";
+// A folder's tokenizer: xgrad_tokenizer.json when it has one, else GPT-2's BPE files.
+text::Tokenizer read_folder_tokenizer(const std::filesystem::path& dir);
+// `tok` into the folder `dir` (each file written atomically): xgrad_tokenizer.json, or for BPE
+// vocab.json and merges.txt.
+void write_folder_tokenizer(const std::filesystem::path& dir, const text::Tokenizer& tok);
+// config.json's text for `c`: GPT2Config's names, "activation_function" "gelu_new" (tanh) or "gelu"
+// (erf), and "bias": false for a model without biases (which Hugging Face's GPT-2 cannot load).
+std::string gpt2_config_json(const nn::GPTConfig& c);
 
 // Whether `dir` looks like such a folder (it has config.json and model.safetensors).
 bool is_gpt_folder(const std::filesystem::path& dir);
@@ -64,6 +81,19 @@ GptFolder<T> open_gpt_folder(const std::filesystem::path& dir) {
     load_gpt_state_dict(out.model, arrays, weights.string());
     set_training(out.model, false);
     return out;
+}
+
+// The folder layout above, written into the existing folder `dir` (each file atomically): what
+// open_gpt_folder reads back, weights and tokenizer bit for bit.
+template <Real T>
+void save_gpt_folder(const nn::GPT<T>& model, const text::Tokenizer& tok, const std::filesystem::path& dir) {
+    if (tok.vocab_size() > model.config.vocab_size)
+        throw value_error("save_gpt_folder: " + dir.string() + ": the tokenizer's " + std::to_string(tok.vocab_size()) +
+                          " tokens do not fit the model's vocab_size " + std::to_string(model.config.vocab_size));
+    const std::string config = gpt2_config_json(model.config);
+    write_safetensors(dir / "model.safetensors", gpt_state_dict_hf(model), {.metadata = {{"format", "pt"}}});
+    write_folder_tokenizer(dir, tok);
+    write_file_atomic(dir / "config.json", config.data(), config.size());
 }
 
 }  // namespace xgrad::io

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xgrad/io/file.hpp"
@@ -52,7 +53,7 @@ inline void check_causal_buffer(const NpyArray& a, const std::string& key) {
                        " is not a causal mask (ones on and below the diagonal); xgrad's GPT computes it");
 }
 
-// A 2-D array's transpose (Conv1D (in, out) -> Linear (out, in)).
+// A 2-D array's transpose (Conv1D (in, out) <-> Linear (out, in)).
 inline NpyArray transposed(const NpyArray& a) {
     NpyArray t = a;
     const std::size_t rows = a.shape[0], cols = a.shape[1], item = a.bytes.size() / std::max<std::size_t>(a.size(), 1);
@@ -64,6 +65,23 @@ inline NpyArray transposed(const NpyArray& a) {
 }
 
 }  // namespace detail
+
+// The one mapping between nanoGPT's names (nn::GPT's) and Hugging Face GPT2Model's, both directions:
+// "transformer.h.0.attn.c_attn.weight" <-> "h.0.attn.c_attn.weight"; lm_head.weight keeps its name
+// (GPT-2 ties it to wte and does not store it). The c_attn, c_proj and c_fc weights are Conv1D
+// (in, out) in Hugging Face's layout, Linear (out, in) in nanoGPT's.
+inline constexpr std::string_view gpt_hf_prefix = "transformer.";
+inline std::string gpt_name_to_hf(const std::string& name) {
+    return name.starts_with(gpt_hf_prefix) ? name.substr(gpt_hf_prefix.size()) : name;
+}
+inline std::string gpt_name_from_hf(const std::string& name) {
+    if (name == "lm_head.weight" || name.starts_with(gpt_hf_prefix)) return name;
+    return std::string(gpt_hf_prefix) + name;
+}
+inline bool is_gpt_conv1d_weight(const std::string& name) {
+    return name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_proj.weight") ||
+           name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_proj.weight");
+}
 
 // A nanoGPT or Hugging Face GPT-2 state dict into `model`, strictly (every parameter, no other key
 // but the buffers); float32 files load into double models and back.
@@ -80,10 +98,7 @@ LoadResult load_gpt_state_dict(nn::GPT<T>& model, const std::map<std::string, Np
             detail::check_causal_buffer(a, key);
             continue;
         }
-        const bool conv1d_weight = conv1d && a.shape.size() == 2 &&
-                                   (key.ends_with("attn.c_attn.weight") || key.ends_with("attn.c_proj.weight") ||
-                                    key.ends_with("mlp.c_fc.weight") || key.ends_with("mlp.c_proj.weight"));
-        fixed[key] = conv1d_weight ? detail::transposed(a) : a;
+        fixed[key] = conv1d && a.shape.size() == 2 && is_gpt_conv1d_weight(key) ? detail::transposed(a) : a;
     }
     LoadStateDictOptions opts;
     opts.convert_dtype = true;
@@ -92,6 +107,17 @@ LoadResult load_gpt_state_dict(nn::GPT<T>& model, const std::map<std::string, Np
 template <Real T>
 LoadResult load_gpt_state_dict(nn::GPT<T>& model, const std::filesystem::path& path) {
     return load_gpt_state_dict(model, read_arrays(path), path.string());
+}
+
+// The model's parameters in Hugging Face's GPT-2 layout (GPT2Model's names, Conv1D weights (in, out),
+// no lm_head.weight): what model.safetensors holds, and what load_gpt_state_dict reads back.
+template <Real T>
+std::map<std::string, NpyArray> gpt_state_dict_hf(const nn::GPT<T>& model) {
+    std::map<std::string, NpyArray> out;
+    for (auto& [name, a] : state_dict(model))
+        if (name != "lm_head.weight")
+            out.emplace(gpt_name_to_hf(name), is_gpt_conv1d_weight(name) ? detail::transposed(a) : std::move(a));
+    return out;
 }
 
 // ---- llm.c ----

@@ -46,6 +46,10 @@ public:
     void encode(std::string_view text, Special special, std::vector<std::int64_t>& out) const;
     // Appends token id's bytes; value_error for an id the vocabulary does not have.
     void append(std::string& out, std::int64_t id) const;
+    // The two files again, as load() reads them: vocab.json ({token: id}, by id) and merges.txt (a
+    // "#version: 0.2" line, then the merges by rank).
+    std::string vocab_json() const;
+    std::string merges_txt() const;
 
 private:
     struct Impl;
