@@ -33,16 +33,7 @@ gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
     if (o.vocab_text.empty() || o.n_head == 0)
         throw value_error(o.checkpoint + ": has no xgrad config; a nanoGPT state dict needs --vocab-text and --n_head");
     const auto arrays = io::read_npz(o.checkpoint);
-    const auto shape = [&](const std::string& key) {
-        const auto it = arrays.find(key);
-        if (it == arrays.end()) throw io_error(o.checkpoint + ": has no " + key + " (not a nanoGPT state dict)");
-        return it->second.shape;
-    };
-    nn::GPTConfig c;
-    c.vocab_size = shape("transformer.wte.weight").at(0), c.n_embd = shape("transformer.wte.weight").at(1);
-    c.block_size = shape("transformer.wpe.weight").at(0), c.n_head = o.n_head;
-    c.bias = arrays.count("transformer.ln_f.bias") != 0;
-    while (arrays.count("transformer.h." + std::to_string(c.n_layer) + ".ln_1.weight")) ++c.n_layer;
+    const nn::GPTConfig c = gpt_task::nanogpt_config(arrays, o.n_head, nn::GeluForm::erf, o.checkpoint);
     const text::Corpus corpus = text::Corpus::map_file(o.vocab_text);
     gpt_task::LoadedModel m;
     m.tokenizer = text::Tokenizer::characters(corpus.text(), corpus.name());

@@ -1,7 +1,8 @@
 // `xgrad tokenize --model M`: standard input's text as token ids (comma-separated, one line), or
 // with --decode, ids (comma-separated) back to text. M is a folder with GPT-2's BPE files
-// (vocab.json + merges.txt, or encoder.json + vocab.bpe: nothing else is read) or a `train gpt`
-// checkpoint (its byte or character tokenizer).
+// (vocab.json + merges.txt, or encoder.json + vocab.bpe: nothing else is read), a folder `train gpt`
+// or `export` wrote (xgrad_tokenizer.json for byte and character vocabularies), or a `train gpt`
+// checkpoint.
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -24,15 +25,6 @@ struct TokenizeOptions {
     bool decode = false, special = false;
 };
 
-text::Tokenizer tokenizer_of(const std::string& model) {
-    if (std::filesystem::is_directory(model)) return text::Tokenizer::bpe_folder(model);
-    if (model.ends_with(".bin"))
-        throw value_error(model + ": an llm.c model file holds no tokenizer; give a folder with GPT-2's vocab.json and merges.txt");
-    const auto config = io::read_checkpoint_config(model);
-    if (config.empty()) throw value_error(model + ": not a `train gpt` checkpoint (it has no config), nor a folder");
-    return gpt_task::saved_model(config, model).tokenizer;
-}
-
 // "12, 7,\n3" -> {12, 7, 3}; value_error naming the entry that is not an id.
 std::vector<std::int64_t> parse_ids(const std::string& text) {
     std::vector<std::int64_t> ids;
@@ -49,7 +41,7 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
 }
 
 int tokenize(const TokenizeOptions& o) {
-    const text::Tokenizer tok = tokenizer_of(o.model);
+    const text::Tokenizer tok = gpt_task::tokenizer_of(o.model);
     std::cin >> std::noskipws;
     const std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
     if (o.decode) {
@@ -71,8 +63,8 @@ int tokenize(const TokenizeOptions& o) {
 void setup_tokenize(CLI::App& cmd) {
     static TokenizeOptions o;
     cmd.add_option("--model", o.model,
-                   "a folder with GPT-2's BPE files (vocab.json + merges.txt, or encoder.json + vocab.bpe), or a "
-                   "`train gpt` checkpoint")
+                   "a folder with GPT-2's BPE files (vocab.json + merges.txt, or encoder.json + vocab.bpe) or "
+                   "xgrad_tokenizer.json, or a `train gpt` checkpoint")
         ->required()
         ->check(CLI::ExistingPath);
     cmd.add_flag("--decode", o.decode, "read comma-separated ids, write their text (U+FFFD for broken UTF-8 at a terminal)");

@@ -2,8 +2,9 @@
 // and tokenizer a checkpoint records, and loading a model from any file or folder they accept.
 //
 // A `train gpt` checkpoint's config (io::CheckpointConfig, int64 by name): n_layer, n_head, n_embd,
-// block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm, tokenizer (0 bytes, 1 characters)
-// and vocab.<id> = the code point of character id.
+// block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm, tokenizer (0 bytes, 1 characters,
+// 2 GPT-2's BPE, whose vocab.json and merges.txt are in the checkpoint's folder) and vocab.<id> = the
+// code point of character id.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -48,14 +49,14 @@ inline text::Corpus default_corpus() {
 }
 
 inline io::CheckpointConfig checkpoint_config(const nn::GPTConfig& c, const text::Tokenizer& tok) {
-    if (tok.kind() == text::Tokenizer::Kind::bpe)
-        throw value_error("a `train gpt` checkpoint records byte and character tokenizers only, not BPE");
     io::CheckpointConfig out{{"n_layer", std::int64_t(c.n_layer)},   {"n_head", std::int64_t(c.n_head)},
                              {"n_embd", std::int64_t(c.n_embd)},     {"block_size", std::int64_t(c.block_size)},
                              {"vocab_size", std::int64_t(c.vocab_size)}, {"bias", c.bias ? 1 : 0},
                              {"gelu", c.gelu == nn::GeluForm::tanh ? 1 : 0},
                              {"dropout_ppm", std::int64_t(c.dropout * 1e6 + 0.5)},
-                             {"tokenizer", tok.kind() == text::Tokenizer::Kind::character ? 1 : 0}};
+                             {"tokenizer", tok.kind() == text::Tokenizer::Kind::bpe         ? 2
+                                           : tok.kind() == text::Tokenizer::Kind::character ? 1
+                                                                                            : 0}};
     for (std::size_t i = 0; i < tok.vocabulary().size(); ++i) out["vocab." + std::to_string(i)] = tok.vocabulary()[i];
     return out;
 }
@@ -79,7 +80,14 @@ inline SavedModel saved_model(const io::CheckpointConfig& c, const std::string& 
     m.config.vocab_size = std::size_t(get("vocab_size")), m.config.bias = get("bias") != 0;
     m.config.gelu = get("gelu") ? nn::GeluForm::tanh : nn::GeluForm::erf;
     m.config.dropout = double(get("dropout_ppm")) / 1e6;
-    if (get("tokenizer") == 1) {
+    if (get("tokenizer") == 2) {  // the BPE files written beside the checkpoint
+        const std::filesystem::path dir = std::filesystem::path(source).parent_path();
+        try {
+            m.tokenizer = text::Tokenizer::bpe_folder(dir.empty() ? "." : dir);
+        } catch (const io_error& e) {
+            throw io_error(source + ": its BPE tokenizer is read from the files beside it: " + e.what());
+        }
+    } else if (get("tokenizer") == 1) {
         std::vector<char32_t> chars;
         for (std::size_t i = 0; c.count("vocab." + std::to_string(i)); ++i) chars.push_back(char32_t(get("vocab." + std::to_string(i))));
         m.tokenizer = text::Tokenizer::from_vocabulary(std::move(chars));
@@ -88,6 +96,39 @@ inline SavedModel saved_model(const io::CheckpointConfig& c, const std::string& 
         throw value_error(source + ": its vocabulary of " + std::to_string(m.tokenizer.vocab_size()) +
                           " tokens does not fit the model's vocab_size " + std::to_string(m.config.vocab_size));
     return m;
+}
+
+// The tokenizer of any model `xgrad tokenize --model` takes: a folder's (io::read_folder_tokenizer) or
+// a `train gpt` checkpoint's.
+inline text::Tokenizer tokenizer_of(const std::string& model) {
+    if (std::filesystem::is_directory(model)) return io::read_folder_tokenizer(model);
+    if (model.ends_with(".bin"))
+        throw value_error(model + ": an llm.c model file holds no tokenizer; give a folder with GPT-2's vocab.json and merges.txt");
+    const auto config = io::read_checkpoint_config(model);
+    if (config.empty()) throw value_error(model + ": not a `train gpt` checkpoint (it has no config), nor a folder");
+    return saved_model(config, model).tokenizer;
+}
+
+// The config of a nanoGPT state dict (its arrays), which records no heads and no GELU form: n_layer,
+// n_embd, block_size, vocab_size and the biases from the tensors, n_head and gelu as given.
+inline nn::GPTConfig nanogpt_config(const std::map<std::string, io::NpyArray>& arrays, std::size_t n_head,
+                                    nn::GeluForm gelu, const std::string& source) {
+    const auto shape = [&](const std::string& key) {
+        const auto it = arrays.find(key);
+        if (it == arrays.end() || it->second.shape.size() != 2)
+            throw io_error(source + ": has no 2-D " + key + " (not a nanoGPT state dict)");
+        return it->second.shape;
+    };
+    nn::GPTConfig c;
+    c.vocab_size = shape("transformer.wte.weight")[0], c.n_embd = shape("transformer.wte.weight")[1];
+    c.block_size = shape("transformer.wpe.weight")[0], c.n_head = n_head, c.gelu = gelu, c.dropout = 0;
+    c.bias = arrays.count("transformer.ln_f.bias") != 0;
+    c.n_layer = 0;
+    while (arrays.count("transformer.h." + std::to_string(c.n_layer) + ".ln_1.weight")) ++c.n_layer;
+    if (c.n_embd % n_head != 0)
+        throw value_error(source + ": --n_head " + std::to_string(n_head) + " does not divide its n_embd " +
+                          std::to_string(c.n_embd));
+    return c;
 }
 
 // A model ready to sample or study, and its tokenizer (none for an llm.c file: GPT-2's BPE ids).
