@@ -3,6 +3,8 @@
 // accumulation and clipping; train and val loss every eval_interval steps (and before the first),
 // a sample printed at each. Checkpoints (atomic) every --checkpoint-every steps resume bit for bit.
 // Under mpirun: data-parallel, --batch_size is the global batch (src/distributed.hpp).
+// --init-from DIR starts from a model folder (io/gpt_folder.hpp; nanoGPT's init_from): its config,
+// weights and tokenizer; --out writes that folder layout beside the checkpoint.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -44,7 +46,8 @@ struct GptOptions {
     int threads = 0;
     int log_every = 100;
     bool quiet = false, verbose = false, deterministic = false;
-    std::string out, resume;
+    std::string out, resume, init_from;
+    std::vector<std::string> given;  // the model options given on the command line (--init-from checks them)
 };
 
 // What this rank trains on: every rank draws the whole global batch, then keeps its rows.
@@ -80,12 +83,14 @@ std::array<double, 2> estimate_loss(const dist::Context& ctx, nn::GPT<float>& mo
 // A sample of `tokens` tokens after a newline, as nanoGPT's sample.py starts ("\n"; a text without
 // newlines: after the character of id 0).
 std::string sample_text(const nn::GPT<float>& model, const text::Tokenizer& tok, int tokens, Generator& gen) {
-    const std::vector<std::int64_t> start{tok.contains(U'\n') ? tok.encode("\n").front() : 0};
+    const bool bpe = tok.kind() == text::Tokenizer::Kind::bpe;
+    const std::vector<std::int64_t> start =
+        bpe ? tok.encode("\n") : std::vector<std::int64_t>{tok.contains(U'\n') ? tok.encode("\n").front() : 0};
     xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
     std::copy(start.begin(), start.end(), prompt.data());
     auto copy = model;
     set_training(copy, false);
-    const auto ids = nn::generate(copy, prompt, std::size_t(tokens), gen, {.temperature = 0.8, .top_k = 200});
+    const auto ids = nn::generate(copy, prompt, std::size_t(tokens), gen, {.temperature = 0.8, .top_k = 200, .vocab_size = tok.vocab_size()});
     return tok.decode(std::span(ids.data() + start.size(), std::size_t(tokens)));
 }
 
@@ -108,6 +113,32 @@ std::string csv_rows_upto(const std::filesystem::path& csv, int upto, LossCurve&
     return kept;
 }
 
+const char* tokenizer_kind(const text::Tokenizer& tok) {
+    return tok.kind() == text::Tokenizer::Kind::bpe ? "BPE" : tok.kind() == text::Tokenizer::Kind::byte ? "byte" : "character";
+}
+
+// --init-from: the folder's config, refusing a model option given with another value.
+nn::GPTConfig init_from_config(const GptOptions& o, const text::Tokenizer& folder_tok) {
+    const std::filesystem::path config_json = std::filesystem::path(o.init_from) / "config.json";
+    nn::GPTConfig c = io::read_gpt2_config(config_json);
+    const auto bpe = folder_tok.kind() == text::Tokenizer::Kind::bpe;
+    const std::string kind = bpe ? "BPE" : folder_tok.kind() == text::Tokenizer::Kind::byte ? "byte" : "char";  // --tokenizer's names
+    const std::map<std::string, std::pair<std::string, std::string>> mine_folder{
+        {"--n_layer", {std::to_string(o.model.n_layer), std::to_string(c.n_layer)}},
+        {"--n_head", {std::to_string(o.model.n_head), std::to_string(c.n_head)}},
+        {"--n_embd", {std::to_string(o.model.n_embd), std::to_string(c.n_embd)}},
+        {"--block_size", {std::to_string(o.model.block_size), std::to_string(c.block_size)}},
+        {"--bias", {o.model.bias ? "on" : "off", c.bias ? "on" : "off"}},
+        {"--gelu", {o.gelu, c.gelu == nn::GeluForm::tanh ? "tanh" : "erf"}},
+        {"--tokenizer", {o.tokenizer, kind}}};
+    for (const auto& name : o.given)
+        if (const auto& [mine, folder] = mine_folder.at(name); mine != folder)
+            throw value_error(fmt::format("{} {} contradicts --init-from {} ({} there); the model comes from the folder",
+                                          name, mine, o.init_from, folder));
+    c.dropout = o.model.dropout;
+    return c;
+}
+
 int train_gpt(GptOptions o) {
     std::optional<Autocast> autocast;  // --dtype bfloat16: every matmul of the run (nanoGPT's ctx)
     if (o.dtype == "bfloat16") autocast.emplace(MatmulPrecision::bfloat16);
@@ -120,17 +151,27 @@ int train_gpt(GptOptions o) {
         if (!quiet) fmt::print("{}\n", line);
     };
     const text::Corpus corpus = o.text.empty() ? gpt_task::default_corpus() : text::Corpus::map_file(o.text);
-    text::Tokenizer tok = o.tokenizer == "byte" ? text::Tokenizer::bytes() : text::Tokenizer::characters(corpus.text(), corpus.name());
+    text::Tokenizer tok = !o.init_from.empty()  // the folder's (its config is read below)
+                              ? io::read_gpt2_tokenizer(o.init_from, io::read_gpt2_config(std::filesystem::path(o.init_from) / "config.json"))
+                          : o.tokenizer == "byte" ? text::Tokenizer::bytes()
+                                                  : text::Tokenizer::characters(corpus.text(), corpus.name());
+    if (!o.init_from.empty()) o.model = init_from_config(o, tok);
     if (!o.resume.empty()) {  // the checkpoint's vocabulary: the text must fit it
         const auto saved = gpt_task::saved_model(dist::read_checkpoint_config(ctx, o.resume), o.resume);
         tok = saved.tokenizer;
     }
     const text::Windows windows(corpus, tok, 0.1);
-    o.model.vocab_size = tok.vocab_size();
-    o.model.gelu = o.gelu == "tanh" ? nn::GeluForm::tanh : nn::GeluForm::erf;
+    if (o.init_from.empty()) {
+        o.model.vocab_size = tok.vocab_size();
+        o.model.gelu = o.gelu == "tanh" ? nn::GeluForm::tanh : nn::GeluForm::erf;
+    }
 
     Generator init_gen(o.seed), data_gen(o.seed + 1), eval_gen(o.seed + 2), sample_gen(o.seed + 3);
     nn::GPT<float> model(o.model, init_gen);
+    if (!o.init_from.empty()) {
+        const auto weights = std::filesystem::path(o.init_from) / "model.safetensors";
+        io::load_gpt_state_dict(model, io::read_gpt2_safetensors(weights, o.model), weights.string());
+    }
     optim::AdamW adamw(optim::weight_decay_groups(model, o.weight_decay),
                        {.lr = o.learning_rate, .betas = {o.beta1, o.beta2}, .weight_decay = o.weight_decay});
     const optim::WarmupCosine schedule(o.learning_rate, std::size_t(o.warmup_iters), std::size_t(o.lr_decay_iters),
@@ -145,7 +186,7 @@ int train_gpt(GptOptions o) {
     say(fmt::format("GPT: {} layers, {} heads, embed {}, block {}, {} {} tokens ({} parameters); {}: {} tokens, "
                     "{} train / {} val; batch {} x {} accumulated, AdamW lr {}, {}{}{}",
                     o.model.n_layer, o.model.n_head, o.model.n_embd, o.model.block_size, tok.vocab_size(),
-                    o.tokenizer == "byte" ? "byte" : "character", model.num_params(), corpus.name(), windows.tokens(),
+                    tokenizer_kind(tok), model.num_params(), corpus.name(), windows.tokens(),
                     windows.tokens(text::Split::train), windows.tokens(text::Split::val), o.batch_size,
                     o.gradient_accumulation_steps, o.learning_rate,
                     o.dtype == "bfloat16" ? "bfloat16 matmuls" : "float32", ranks_note(ctx, shard, "sequences"),
@@ -166,10 +207,12 @@ int train_gpt(GptOptions o) {
         samples.push_back(sample);
         return sample;
     };
+    bool tokenizer_written = false;
     const auto checkpoint = [&](int step) {
         if (o.out.empty()) return;
         if (root) std::filesystem::create_directories(out);
         if (root) write_text(out / "loss.csv", csv);  // before the checkpoint: a resume finds its rows
+        if (root && !tokenizer_written) io::write_folder_tokenizer(out, tok), tokenizer_written = true;  // a BPE checkpoint reads it
         dist::save_checkpoint(ctx, out / "checkpoint.npz", model, adamw, step, generators, config);
     };
     if (first_step == 1) {
@@ -233,9 +276,12 @@ int train_gpt(GptOptions o) {
     curve.accuracy_name = "val loss", curve.score_is_loss = true;
     std::vector<unsigned char> attention;
     if (root) attention = gpt_task::attention_png(model, tok, windows, o.steps);
+    if (root) std::filesystem::create_directories(out), io::save_gpt_folder(model, tok, out);  // the model folder
     write_train_outputs(ctx, o.out, metrics, csv, curve, attention, model, adamw, o.steps, generators, config);
     if (root) write_text(out / "samples.txt", fmt::format("{}\n", fmt::join(samples, "\n\n----\n\n")));
-    say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, samples.txt, checkpoint.npz", o.out));
+    say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, samples.txt, checkpoint.npz; "
+                    "config.json, model.safetensors, {}",
+                    o.out, tok.kind() == text::Tokenizer::Kind::bpe ? "vocab.json, merges.txt" : io::xgrad_tokenizer_file));
     return 0;
 }
 
@@ -258,7 +304,7 @@ void setup_train_gpt(CLI::App& cmd) {
     cmd.add_option("--gradient_accumulation_steps", o.gradient_accumulation_steps, "micro-steps per optimizer step")
         ->check(at_least(1));
     cmd.add_option("--learning_rate", o.learning_rate, "AdamW's peak learning rate")->check(positive());
-    cmd.add_option("--max_iters", o.steps, "optimizer steps")->check(at_least(1));
+    cmd.add_option("--max_iters", o.steps, "optimizer steps (0: evaluate and write the model only)")->check(at_least(0));
     cmd.add_option("--warmup_iters", o.warmup_iters, "linear warmup steps")->check(at_least(0));
     cmd.add_option("--lr_decay_iters", o.lr_decay_iters, "the cosine reaches min_lr here")->check(at_least(0));
     cmd.add_option("--min_lr", o.min_lr, "the last learning rate")->check(at_least(0));
@@ -284,9 +330,16 @@ void setup_train_gpt(CLI::App& cmd) {
                                    "checkpoint.npz (default: none)");
     cmd.add_option("--resume", o.resume, "continue from a checkpoint.npz of a run with the same options, up to --max_iters")
         ->check(existing_file_on_rank0());
+    cmd.add_option("--init-from", o.init_from,
+                   "a model folder (config.json, model.safetensors, its tokenizer) to fine-tune: the model, its weights "
+                   "and its tokenizer come from it (default: none, random weights)")
+        ->check(CLI::ExistingDirectory);
     add_data_parallel_options(cmd, o);
-    cmd.callback([] {
-        if (o.model.n_embd % o.model.n_head != 0)
+    cmd.callback([&cmd] {
+        o.given.clear();
+        for (const char* name : {"--n_layer", "--n_head", "--n_embd", "--block_size", "--bias", "--gelu", "--tokenizer"})
+            if (cmd.get_option(name)->count() > 0) o.given.emplace_back(name);
+        if (o.init_from.empty() && o.model.n_embd % o.model.n_head != 0)
             throw CLI::ValidationError("--n_head", fmt::format("must divide --n_embd {}", o.model.n_embd));
         selected_action() = [] { return train_gpt(o); };
     });

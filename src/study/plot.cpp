@@ -123,13 +123,15 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     constexpr int W = 900, H = 520;
     constexpr double left = 80, right = 80, top = 50, bottom = 60;
     const double pw = W - left - right, ph = H - top - bottom;
-    if (c.steps.empty() || c.steps.size() != c.loss.size() || c.eval_steps.size() != c.accuracy.size())
+    if ((c.steps.empty() && c.eval_steps.empty()) || c.steps.size() != c.loss.size() ||
+        c.eval_steps.size() != c.accuracy.size())
         throw value_error(fmt::format("loss chart: {} steps, {} losses, {} evaluation steps, {} accuracies: needs at "
-                                      "least one step and one value per step",
+                                      "least one step or evaluation and one value per step",
                                       c.steps.size(), c.loss.size(), c.eval_steps.size(), c.accuracy.size()));
     Canvas cv(W, H);
     cairo_t* cr = cv.cr();
-    const double x0 = c.steps.front(), x1 = std::max(c.steps.back(), x0 + 1);
+    const auto& xs = c.steps.empty() ? c.eval_steps : c.steps;  // a run of 0 steps has its evaluation only
+    const double x0 = xs.front(), x1 = std::max(xs.back(), x0 + 1);
     double y1 = 0;
     for (double l : c.loss)
         if (std::isfinite(l)) y1 = std::max(y1, l);

@@ -116,8 +116,12 @@ TEST_CASE("loss chart: the curves in their colours, accuracy points on the right
     bad.loss.pop_back();
     CHECK_THROWS_WITH_AS(loss_chart_png(bad),
                          "loss chart: 500 steps, 499 losses, 10 evaluation steps, 10 accuracies: needs at least one "
-                         "step and one value per step",
+                         "step or evaluation and one value per step",
                          xgrad::value_error);
+    LossCurve evaluated_only = c;  // a run of 0 steps: the evaluation before training only
+    evaluated_only.steps.clear(), evaluated_only.loss.clear();
+    evaluated_only.eval_steps = {0}, evaluated_only.accuracy = {2.5};
+    CHECK(!loss_chart_png(evaluated_only).empty());
 }
 
 }  // namespace test_cli_progress_plot
