@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
     setup_sample(*app.add_subcommand("sample", "continue a prompt with a trained GPT, streaming tokens"));
     setup_tokenize(*app.add_subcommand(
         "tokenize", "text on standard input to token ids, or ids to text (--decode): GPT-2's BPE or a checkpoint's"));
+    setup_export(*app.add_subcommand(
+        "export", "convert a GPT between a train gpt checkpoint, a nanoGPT .npz, a model folder and an llm.c .bin"));
     setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
     setup_heads(*app.add_subcommand(
         "heads", "label every attention head of a `train copy` or `train gpt` checkpoint, rank them by ablation"));

@@ -20,6 +20,7 @@ void setup_train_mlp(CLI::App& cmd);
 void setup_train_gpt(CLI::App& cmd);
 void setup_sample(CLI::App& cmd);
 void setup_tokenize(CLI::App& cmd);
+void setup_export(CLI::App& cmd);
 void setup_gpt(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_explore(CLI::App& cmd);

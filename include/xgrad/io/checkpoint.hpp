@@ -178,6 +178,16 @@ void save_checkpoint(const std::filesystem::path& path, const M& model, const Op
     write_npz(path, arrays, compress);
 }
 
+// A state dict with a config (as save_checkpoint stores it) and no training state: a model a tool
+// rebuilds from read_checkpoint_config, which numpy and load_state_dict read as a state dict.
+template <class M>
+    requires Module<M>
+void save_model_with_config(const std::filesystem::path& path, const M& model, const CheckpointConfig& config) {
+    auto arrays = state_dict(model);
+    for (const auto& [key, value] : config) arrays.emplace(detail::config_prefix + key, detail::scalar_array(value));
+    write_npz(path, arrays);
+}
+
 // The config save_checkpoint stored (empty if none); io_error naming the file and the entry if one
 // is not an int64 scalar.
 inline CheckpointConfig read_checkpoint_config(const std::filesystem::path& path) {

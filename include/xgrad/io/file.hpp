@@ -183,6 +183,7 @@ public:
     // Where to write the file `name` before commit().
     std::filesystem::path file(const std::string& name) const { return tmp_ / name; }
     const std::filesystem::path& target() const { return target_; }
+    const std::filesystem::path& dir() const { return tmp_; }  // the hidden folder the files go to
 
     void commit() {
         namespace fs = std::filesystem;
