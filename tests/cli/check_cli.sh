@@ -38,7 +38,7 @@ run --help
 
 # --help of every command: each option that takes a value shows its default ([...]) or says what
 # happens without it ("default:"), unless it is required.
-for cmd in "train copy" "train sort" "train mlp" heads explore inspect attention transformer gradcheck bench; do
+for cmd in "train copy" "train sort" "train mlp" heads explore export inspect attention transformer gradcheck bench; do
     # shellcheck disable=SC2086
     run $cmd --help
     [ "$status" -eq 0 ] || fail "xgrad $cmd --help: exit status $status"
