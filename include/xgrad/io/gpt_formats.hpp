@@ -211,8 +211,9 @@ void save_llmc(const nn::GPT<T>& model, const std::filesystem::path& path, std::
     const nn::GPTConfig& c = model.config;
     if (!c.bias || c.gelu != nn::GeluForm::tanh || vocab_size == 0 || vocab_size > c.vocab_size)
         throw value_error("save_llmc: " + path.string() + ": llm.c's GPT-2 has biases, the tanh GELU and vocab_size " +
-                          "<= the padded vocabulary (" + std::to_string(c.vocab_size) + "), got vocab_size " +
-                          std::to_string(vocab_size));
+                          "<= the padded vocabulary (" + std::to_string(c.vocab_size) + "); this model has " +
+                          (c.bias ? "biases" : "no biases") + ", the " + (c.gelu == nn::GeluForm::tanh ? "tanh" : "erf") +
+                          " GELU, vocab_size " + std::to_string(vocab_size));
     std::array<std::int32_t, 256> header{};
     header[0] = detail::llmc_magic, header[1] = detail::llmc_version;
     header[2] = std::int32_t(c.block_size), header[3] = std::int32_t(vocab_size), header[4] = std::int32_t(c.n_layer);
