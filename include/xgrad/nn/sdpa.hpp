@@ -1,9 +1,12 @@
-// Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention), composed from
-// tape ops, so it is differentiable w.r.t. q, k and v:
+// Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention), differentiable
+// w.r.t. q, k and v:
 //
 //   weights = dropout(masked_softmax(q·kᵀ · scale, mask [, causal]))      (..., L, S)
 //   output  = weights · v                                                  (..., L, Ev)
 //
+// The public entry of xgrad's attention: it runs the paths MultiheadAttention and nn::GPT run
+// (nn/attention/paths.hpp, chosen as there), its leading axes (...) as their batch of heads; with
+// Ev ≠ E, the reference path of plain ops.
 // The mask's TYPE says what its entries mean (mask.hpp): keep_mask(m) is SDPA's bool attn_mask
 // (true = attend), ignore_mask(m) is MHA's (true = ignore), additive_mask(b) is a float attn_mask,
 // valid_lens(v) is d2l's. A fully masked row gives zero weights, zero output and zero gradient
@@ -17,6 +20,7 @@
 #include <string>
 
 #include "xgrad/core/random.hpp"
+#include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/ops/mask.hpp"
 #include "xgrad/ops/softmax.hpp"
@@ -29,9 +33,17 @@ inline constexpr no_mask_t no_mask{};
 
 namespace detail {
 
-// The reference attention (nn/attention/paths.hpp): `masks` are any SoftmaxMasks (all of them
-// apply); `op` names the caller in errors.
-template <Real T, std::size_t N, SoftmaxMask... Masks>
+// q (..., L, E), k (..., S, E), v (..., S, Ev) as a batch of one-head operands (B', len, E) for
+// nn::detail::attend, B' the product of the leading axes: the tensor itself at rank 3, else a
+// reshape (one flat copy; its gradient is handed back without one).
+template <Real T, std::size_t N>
+Var<T, 3> as_head_batch(const Var<T, N>& x) {
+    if constexpr (N == 3) return x;
+    else return reshape<3>(x, {-1L, long(x.shape(N - 2)), long(x.shape(N - 1))});
+}
+
+// `masks` are any SoftmaxMasks (all of them apply); `op` names the caller in errors.
+template <bool Weights, Real T, std::size_t N, SoftmaxMask... Masks>
 SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, double dropout_p,
                       std::optional<double> scale, Generator* gen, const char* op, const Masks&... masks) {
     static_assert(N >= 2, "xgrad: scaled_dot_product_attention needs q, k, v of rank >= 2 (..., L, E)");
@@ -58,8 +70,24 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     std::copy(sq.begin(), sq.end(), scores_shape.begin());
     scores_shape[N - 1] = sk[N - 2];
     const kernels::ScoreMasks<T>& merged = xgrad::detail::merged_masks<T>(scores_shape, op, masks...);
+    if (sv[N - 1] != sq[N - 1]) return reference_attention(q, k, v, T(s), merged, dropout_p, gen);
 
-    return reference_attention(q, k, v, T(s), merged, dropout_p, gen);
+    const Var<T, 3> q3 = as_head_batch(q), k3 = as_head_batch(k), v3 = as_head_batch(v);
+    const auto heads = [](const Var<T, 3>& x) {
+        return nn::detail::HeadOperand<T>{x, nn::detail::HeadLayout::of(x.shape(), true, 1, x.shape(2), 0)};
+    };
+    const auto fill_masks = [&](kernels::ScoreMasks<T>& out) {
+        out.reset(scores_shape);
+        (merge_mask(out, masks, scores_shape, op), ...);
+    };
+    const nn::detail::AttendOptions o{.need_weights = Weights, .dropout = dropout_p, .generator = gen,
+                                      .batch_first = true, .causal = (std::same_as<Masks, causal_t> || ...)};
+    const auto r = nn::detail::attend(heads(q3), heads(k3), heads(v3), T(s), fill_masks, o, q3.shape());
+    std::array<long, N> out_shape, weights_shape;
+    std::copy(sq.begin(), sq.end(), out_shape.begin());
+    std::copy(scores_shape.begin(), scores_shape.end(), weights_shape.begin());
+    if constexpr (N == 3) return {r.context, r.weights};
+    else return {reshape<N>(r.context, out_shape), Weights ? reshape<N>(r.weights, weights_shape) : Var<T, N>{}};
 }
 
 }  // namespace detail
@@ -73,16 +101,16 @@ Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, c
                                        no_mask_t = no_mask, double dropout_p = 0, bool is_causal = false,
                                        std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
     const char* op = "scaled_dot_product_attention";
-    return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, causal).output
-                     : detail::sdpa(q, k, v, dropout_p, scale, gen, op).output;
+    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, causal).output
+                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op).output;
 }
 template <Real T, std::size_t N, SoftmaxMask M>
 Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, const M& mask,
                                        double dropout_p = 0, bool is_causal = false,
                                        std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
     const char* op = "scaled_dot_product_attention";
-    return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask, causal).output
-                     : detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask).output;
+    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, mask, causal).output
+                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, mask).output;
 }
 
 // The same, also returning the attention weights (..., L, S) (after dropout).
@@ -95,11 +123,11 @@ SdpaResult<T, N> scaled_dot_product_attention_with_weights(const Var<T, N>& q, c
                                                            Generator* gen = nullptr) {
     const char* op = "scaled_dot_product_attention";
     if constexpr (std::same_as<M, no_mask_t>)
-        return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, causal)
-                         : detail::sdpa(q, k, v, dropout_p, scale, gen, op);
+        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, causal)
+                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op);
     else
-        return is_causal ? detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask, causal)
-                         : detail::sdpa(q, k, v, dropout_p, scale, gen, op, mask);
+        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, mask, causal)
+                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, mask);
 }
 
 }  // namespace xgrad

@@ -7,8 +7,8 @@
 //
 // | path                  | file                 | runs when (automatic)                     | why                                      |
 // |-----------------------|----------------------|-------------------------------------------|------------------------------------------|
-// | reference             | reference.hpp        | scaled_dot_product_attention; MHA when     | plain ops (matmul, masked_softmax,       |
-// |                       |                      | asked (MhaForwardOptions::path)            | dropout): each step a node to inspect    |
+// | reference             | reference.hpp        | when asked (MhaForwardOptions::path);      | plain ops (matmul, masked_softmax,       |
+// |                       |                      | scaled_dot_product_attention with Ev ≠ E   | dropout): each step a node to inspect    |
 // | weights_and_context   | weights_context.hpp  | need_weights or dropout; otherwise what    | the weights leave the op: two nodes,     |
 // |                       |                      | fused runs, under Autocast(bfloat16)       | heads read in place, strided GEMMs       |
 // | fused                 | fused.hpp            | the rest (float32, float64)                | the weights stay inside: one node per    |
@@ -104,7 +104,7 @@ struct AttendResult {
 // The attention of projected heads, on the path of the table above: weights (B·H, L, S) =
 // dropout(masked_softmax(scale · q·kᵀ, masks)); context (.., E) = weights · v per head, written in
 // `out_shape`. fill_masks(kernels::ScoreMasks<T>&) merges the caller's masks. Every caller
-// (MultiheadAttention, nn::GPT's causal self-attention) goes through it.
+// (scaled_dot_product_attention, MultiheadAttention, nn::GPT's causal self-attention) goes through it.
 template <Real T, class FillMasks>
 AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
                        const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {

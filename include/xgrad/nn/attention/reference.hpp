@@ -5,8 +5,8 @@
 //   weights (..., L, S)  = dropout(masked_softmax(scores, masks))  masked_softmax, dropout
 //   output  (..., L, Ev) = weights · v                             matmul
 //
-// scaled_dot_product_attention runs it, and so does MultiheadAttention when asked for
-// AttentionPath::reference, after copying its heads out with reshape and permute.
+// MultiheadAttention runs it when asked for AttentionPath::reference, after copying its heads out
+// with reshape and permute, and scaled_dot_product_attention when v's head size differs from q's.
 #pragma once
 #include <array>
 #include <cstddef>
