@@ -199,6 +199,7 @@ std::vector<unsigned char> loss_chart_png(const LossCurve& c) {
     cairo_stroke(cr);
     // each evaluation a dot: the line between two is not measured
     const auto evaluation_dot = [&](double x, double y) {
+        cairo_new_sub_path(cr);  // no line from the current point (a legend's text) to the dot
         cairo_arc(cr, x, y, 4.5, 0, 2 * M_PI);
         cairo_fill_preserve(cr);
         cairo_set_source_rgb(cr, 1, 1, 1);
