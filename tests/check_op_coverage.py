@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Every public op (a function of include/xgrad/ops/ or nn/sdpa.hpp outside a detail namespace) has a
-registered gradcheck and an entry in docs/ops.md, and every module (a reflected struct of
-include/xgrad/nn/) a registered gradcheck and a mention in docs/, so that adding one without them
-fails (CONTRIBUTING.md, "Adding an op").
+"""Every public op (a function of include/xgrad/ops/, nn/sdpa.hpp or nn/position_embedding.hpp
+outside a detail namespace, a line of the elementwise table or a reduction) has a registered
+gradcheck and an entry in docs/ops.md, and every module (a reflected struct of include/xgrad/nn/) a
+registered gradcheck and a mention in docs/, so that adding one without them fails
+(CONTRIBUTING.md, "Adding an op").
 Usage: check_op_coverage.py SOURCE_ROOT XGRAD_GRADCHECK (the tool with the registry: `gradcheck --list`)"""
 import os
 import re
@@ -10,6 +11,9 @@ import subprocess
 import sys
 
 FUNCTION = re.compile(r"^(?:inline\s+)?(?:Var<[^>]*>|auto|[A-Z]\w*<[^>]*>)\s+([a-z_][a-z_0-9]*)\(")
+# the elementwise table (ops/elementwise.hpp) and the reductions (ops/reduce.hpp)
+TABLE = re.compile(r"^XGRAD_(?:(?:VECTOR_)?(?:UNARY|BINARY)_OP|REDUCTION)\((\w+),")
+SYMBOL = {"add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b"}  # documented as the operator
 MODULE = re.compile(r"^\s*BOOST_HANA_DEFINE_STRUCT\((\w+)")
 DETAIL_OPEN = re.compile(r"^namespace\s+[\w:]*\bdetail\s*\{")
 DETAIL_CLOSE = re.compile(r"^\}\s*//\s*namespace\s+[\w:]*\bdetail\b")
@@ -32,7 +36,7 @@ PARTS = {"GPTBlock", "GPTMLP", "GPTSelfAttention", "GPTTransformer"}
 
 def public_ops(root):
     paths = [os.path.join(root, "include/xgrad/ops", f) for f in sorted(os.listdir(os.path.join(root, "include/xgrad/ops")))]
-    paths.append(os.path.join(root, "include/xgrad/nn/sdpa.hpp"))
+    paths += [os.path.join(root, "include/xgrad/nn", f) for f in ("sdpa.hpp", "position_embedding.hpp")]
     names = {}
     for path in paths:
         in_detail = 0
@@ -41,7 +45,7 @@ def public_ops(root):
                 in_detail += 1
             elif DETAIL_CLOSE.match(line):
                 in_detail -= 1
-            elif not in_detail and (m := FUNCTION.match(line)):
+            elif not in_detail and (m := FUNCTION.match(line) or TABLE.match(line)):
                 names.setdefault(m.group(1), os.path.relpath(path, root))
     return names
 
@@ -72,7 +76,8 @@ def main():
             problems.append(f"{name} ({where}) has no registered gradcheck (checks/) and no reason in NO_GRADCHECK")
         page = ELSEWHERE.get(name, "docs/ops.md") if name in ops else "docs/"
         text = read(page) if name in ops else docs
-        mentioned = re.search(r"`(?:xgrad::)?(?:nn::)?" + re.escape(name) + r"[`(<]", text)
+        mentioned = re.search(r"`(?:xgrad::)?(?:nn::)?" + re.escape(name) + r"[`(<]", text) or (
+            name in SYMBOL and "`" + SYMBOL[name] + "`" in text)
         if not mentioned and name not in PARTS:
             problems.append(f"{name} ({where}) has no entry in {page}")
     for p in problems:
