@@ -71,8 +71,8 @@ inline bool& anomaly_mode() {
     thread_local bool enabled = false;
     return enabled;
 }
-// While a backward that gives intermediate gradients back runs (BackwardOptions): a view may then
-// hand its gradient's buffer to its input instead of copying it (FlatCopyNode, ops/shape_view.hpp).
+// While a backward that gives intermediate gradients back runs (BackwardOptions): a reshape may
+// then hand its gradient's buffer to its input instead of copying it (FlatCopyNode, ops/shape_view.hpp).
 inline bool& backward_releases_grads() {
     thread_local bool releasing = false;
     return releasing;

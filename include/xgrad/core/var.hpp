@@ -13,9 +13,9 @@
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/grad_pool.hpp"
 #include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
+#include "xgrad/core/names.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/tape.hpp"
-#include "xgrad/core/names.hpp"
 
 #include <xtensor/xtensor.hpp>
 
