@@ -1,5 +1,5 @@
 // Gradient checks for the shape ops (reshape, permute, transpose, heads, concat, slice, narrow,
-// expand, broadcast_to).
+// expand, broadcast_to), and the hooks' ops (hook_point with a backward hook, patch_at).
 #include "xgrad/check/registry.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -51,6 +51,21 @@ const RegisterGradchecks registered_shape{"shape", {
      [] { return gradcheck([](auto& x) { return expand<3>(x, {2, 2, 3}); }, randn<3>({1, 2, 3}, 11)); }},
     {"broadcast_to", "(1,)->(5,)",
      [] { return gradcheck([](auto& x) { return broadcast_to<1>(x, {5}); }, randn<1>({1}, 13)); }},
+    {"hook_point", "(2,3) with a backward hook reading dL/dv",
+     [] {
+         static const Hooks reading = [] {
+             Hooks h;
+             h.backward("point", [](const xt::xtensor<double, 2>&) {});
+             return h;
+         }();
+         return gradcheck([](auto& x) { const UseHooks use(reading); return hook_point(x * x, "point"); },
+                          randn<2>({2, 3}, 17));
+     }},
+    {"patch_at", "(2,3,4) index (-1,1,-1)",
+     [] {
+         const xt::xtensor<double, 3> source = randn<3>({2, 3, 4}, 19);
+         return gradcheck([&](auto& x) { return patch_at(x, source, {-1, 1, -1}); }, randn<3>({2, 3, 4}, 18));
+     }},
     {"reshape+transpose", "(2,6)->(3,4)^T * w",
      [] {
          return gradcheck([](auto& x, auto& w) { return transpose(reshape<2>(x, {3, 4}), 0, 1) * w; },

@@ -27,6 +27,7 @@
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
+#include "xgrad/ops/hook_point.hpp"
 #include "xgrad/ops/linear_cross_entropy.hpp"
 #include "xgrad/ops/loss.hpp"
 #include "xgrad/ops/shape.hpp"
@@ -70,9 +71,12 @@ struct KeyValueSource {
 
 namespace detail {
 // residual + drop(proj(x)): one node (Linear::add) when the dropout keeps everything (p 0, or eval),
-// so that no node holds the projection apart from the sum.
+// so that no node holds the projection apart from the sum; drop(proj(x)) apart, through hook point
+// `hook`, when a hook wants it.
 template <Real T>
-Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dropout& drop, const Var<T, 3>& x) {
+Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dropout& drop, const Var<T, 3>& x,
+                      std::string_view hook) {
+    if (hook_wanted(hook)) return residual + hook_point(drop(proj(x)), hook);
     if (drop.p == 0 || !drop.training) return proj.add(residual, x);
     return drop.add(residual, proj(x));
 }
@@ -99,10 +103,16 @@ struct GPTMLP {
     BOOST_HANA_DEFINE_STRUCT(GPTMLP, (Linear<T>, c_fc), (Linear<T>, c_proj), (Dropout, dropout));
     GeluForm gelu = GeluForm::erf;
 
-    // residual + dropout(c_proj(gelu(c_fc(x))))
+    // residual + dropout(c_proj(gelu(c_fc(x)))); hook points mlp.hook_post (after the GELU) and
+    // hook_mlp_out (what is added to the residual)
     Var<T, 3> add_to(const Var<T, 3>& residual, const Var<T, 3>& x) const {
         const auto act = gelu == GeluForm::tanh ? LinearActivation::gelu_tanh : LinearActivation::gelu;
-        return detail::project_add(residual, c_proj, dropout, c_fc(x, act));
+        Var<T, 3> post;
+        {
+            const NameScope in_mlp("", "mlp");
+            post = hook_point(c_fc(x, act), "hook_post");
+        }
+        return detail::project_add(residual, c_proj, dropout, post, "hook_mlp_out");
     }
 };
 
@@ -111,10 +121,13 @@ struct GPTBlock {
     BOOST_HANA_DEFINE_STRUCT(GPTBlock, (LayerNorm<T>, ln_1), (GPTSelfAttention<T>, attn), (LayerNorm<T>, ln_2),
                              (GPTMLP<T>, mlp));
 
+    // Hook points hook_resid_pre, hook_resid_mid (after the attention's sum), hook_resid_post, and
+    // those of the attention (attn.*, hook_attn_out) and the MLP (mlp.hook_post, hook_mlp_out).
     Var<T, 3> operator()(const Var<T, 3>& x, const GPTForwardOptions& o = {}, Var<T, 3>* weights = nullptr,
                          const KeyValueSource<T>* cache = nullptr) const {
-        const Var<T, 3> h = attn.add_to(x, ln_1(x), o, weights, cache);
-        return mlp.add_to(h, ln_2(h));
+        const Var<T, 3> in = hook_point(x, "hook_resid_pre");
+        const Var<T, 3> h = hook_point(attn.add_to(in, ln_1(in), o, weights, cache), "hook_resid_mid");
+        return hook_point(mlp.add_to(h, ln_2(h)), "hook_resid_post");
     }
 };
 
@@ -243,10 +256,14 @@ Var<T, 3> GPTSelfAttention<T>::add_to(const Var<T, 3>& residual, const Var<T, 3>
         kernels::merge_causal(m, S, before);
     };
     const double p = training ? dropout : 0.0;
-    const auto [context, w] = detail::attend(q, k, v, T(1 / std::sqrt(double(D))), causal,
-                                             {o.path, o.need_weights, p, attn_dropout.get(), true, true}, out_shape);
-    if (weights) *weights = w;
-    return detail::project_add(residual, c_proj, resid_dropout, context);
+    detail::AttendResult<T> r;
+    {
+        const NameScope in_attn("", "attn");  // attn.hook_q ... attn.hook_z (nn/attention/hooked.hpp)
+        r = detail::attend(q, k, v, T(1 / std::sqrt(double(D))), causal,
+                           {o.path, o.need_weights, p, attn_dropout.get(), true, true}, out_shape);
+    }
+    if (weights) *weights = r.weights;
+    return detail::project_add(residual, c_proj, resid_dropout, r.context, "hook_attn_out");
 }
 
 template <Real T>
@@ -259,15 +276,21 @@ Var<T, 3> GPT<T>::hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwa
         throw shape_error("GPT: idx " + shape_str(idx.shape()) + " at position " + std::to_string(first) +
                           " does not fit block_size " + std::to_string(config.block_size));
     // positions [first, first + T) are rows of wpe: a slice, so no index tensor is built per step
-    const Var<T, 2> pos = slice(transformer.wpe.weight, 0, long(first), long(first + L));
-    Var<T, 3> x = named(transformer.drop(transformer.wte(idx) + pos), "embedding");  // the blocks' input
+    const Var<T, 2> pos = hook_point(slice(transformer.wpe.weight, 0, long(first), long(first + L)), "hook_pos_embed");
+    const Var<T, 3> tokens = hook_point(transformer.wte(idx), "hook_embed");
+    Var<T, 3> x = named(transformer.drop(tokens + pos), "embedding");  // the blocks' input
     if (weights) weights->assign(transformer.h.size(), Var<T, 3>{});
-    const NameScope in_transformer("transformer"), in_blocks("h");
-    for (std::size_t i = 0; i < transformer.h.size(); ++i) {
-        const NameScope in_block(index_name(i));
-        x = transformer.h[i](x, o, weights ? &(*weights)[i] : nullptr, caches ? &(*caches)[i] : nullptr);
+    {
+        // node names as the state dict's (transformer.h.0...), hook names TransformerLens's (blocks.0...)
+        const NameScope in_transformer("transformer", ""), in_blocks("h", "blocks");
+        for (std::size_t i = 0; i < transformer.h.size(); ++i) {
+            const NameScope in_block(index_name(i));
+            x = transformer.h[i](x, o, weights ? &(*weights)[i] : nullptr, caches ? &(*caches)[i] : nullptr);
+        }
+        x = transformer.ln_f(x);
     }
-    return transformer.ln_f(x);
+    const NameScope in_ln_final("", "ln_final");
+    return hook_point(x, "hook_normalized");
 }
 
 template <Real T>

@@ -120,10 +120,28 @@ public:
     }
 };
 
+// dst[0, n) = src[0, n), split over the threads.
+template <Real T>
+void flat_copy(const T* src, std::size_t n, T* dst) {
+    parallel_for(n, 8.0 * double(n), [&](std::size_t begin, std::size_t end) { std::copy(src + begin, src + end, dst + begin); });
+}
+// The backward of y = x element for element (any shapes of one size): dX += dY in one pass, or
+// none: in a backward that gives gradients back, dY's buffer becomes dX when nothing else has
+// reached x yet.
+template <Real T, std::size_t N, std::size_t M>
+void flat_copy_backward(TensorNode<T, M>& y, const Var<T, N>& x) {
+    if (!x.requires_grad() || y.pass_grad_buffer(*x.node())) return;
+    const T* gy = y.grad_buffer().data();
+    const auto [gx, beta] = x.node()->grad_target();
+    const std::size_t n = y.value.size();
+    if (beta == T(0)) std::copy_n(gy, n, gx);
+    else
+        for (std::size_t i = 0; i < n; ++i) gx[i] += gy[i];
+}
+
 // y (shape M) = x (shape N) element for element: a gather whose map is the identity (every
 // reshape; a permute, transpose or expand that moves or adds only axes of extent 1; a full slice).
-// One flat copy forward; dX += dY backward, one pass, or none: in a backward that gives gradients
-// back, dY's buffer becomes dX when nothing else has reached x yet.
+// One flat copy forward; dX += dY backward (detail::flat_copy_backward).
 template <Real T, std::size_t N, std::size_t M>
 class FlatCopyNode final : public OpNode<FlatCopyNode<T, N, M>, T, M> {
 public:
@@ -133,21 +151,8 @@ public:
     const char* op_name() const override { return name; }
     auto inputs() { return std::tie(x); }
 
-    void forward(const Var<T, N>& input) {
-        const T* src = input.value().data();
-        T* dst = this->value.data();
-        parallel_for(this->value.size(), 8.0 * double(this->value.size()),
-                     [&](std::size_t begin, std::size_t end) { std::copy(src + begin, src + end, dst + begin); });
-    }
-    void backward() override {
-        if (!x.requires_grad() || this->pass_grad_buffer(*x.node())) return;
-        const T* gy = this->grad_buffer().data();
-        const auto [gx, beta] = x.node()->grad_target();
-        const std::size_t n = this->value.size();
-        if (beta == T(0)) std::copy_n(gy, n, gx);
-        else
-            for (std::size_t i = 0; i < n; ++i) gx[i] += gy[i];
-    }
+    void forward(const Var<T, N>& input) { detail::flat_copy(input.value().data(), this->value.size(), this->value.data()); }
+    void backward() override { detail::flat_copy_backward(*this, x); }
 };
 
 // Does `walk` read output element f from input element f, for an input of `count` elements?

@@ -18,7 +18,8 @@
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys);
 // memory_efficient also skips, block by block, the keys a causal mask hides.
-// Inspection-only recomputation of their internals (scores, weights) is in internals.hpp.
+// Inspection-only recomputation of their internals (scores, weights) is in internals.hpp; the hook
+// points (q, k, v, scores, pattern, z) in hooked.hpp.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -29,6 +30,7 @@
 #include "xgrad/core/precision.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/attention/fused.hpp"
+#include "xgrad/nn/attention/hooked.hpp"
 #include "xgrad/nn/attention/memory_efficient.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 #include "xgrad/nn/attention/reference.hpp"
@@ -106,8 +108,9 @@ struct AttendResult {
 // `out_shape`. fill_masks(kernels::ScoreMasks<T>&) merges the caller's masks. Every caller
 // (scaled_dot_product_attention, MultiheadAttention, nn::GPT's causal self-attention) goes through it.
 template <Real T, class FillMasks>
-AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
-                       const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
+AttendResult<T> attend_on_path(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
+                               const FillMasks& fill_masks, const AttendOptions& o,
+                               const std::array<std::size_t, 3>& out_shape) {
     const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
     AttendResult<T> r;
     const bool bfloat16 = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bfloat16;
@@ -132,6 +135,25 @@ AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const H
                                   : probabilities;
         r.context = attention_context(r.weights, v, out_heads, out_shape, live_keys_of(probabilities));
     }
+    }
+    named(r.context, "context");
+    return r;
+}
+
+// attend_on_path, or with the attention's hook points when a hook wants one (hooked.hpp).
+template <Real T, class FillMasks>
+AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
+                       const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
+    if (!attention_hooks_wanted()) return attend_on_path(q, k, v, scale, fill_masks, o, out_shape);
+    const HeadOperand<T> hq = hooked_heads(q, "hook_q"), hk = hooked_heads(k, "hook_k"), hv = hooked_heads(v, "hook_v");
+    AttendResult<T> r;
+    if (attention_inside_wanted()) {
+        const auto [context, weights] =
+            hooked_reference_attention(hq, hk, hv, scale, fill_masks, o.dropout, o.generator, o.batch_first);
+        r.context = context, r.weights = weights;
+    } else {
+        r = attend_on_path(hq, hk, hv, scale, fill_masks, o, out_shape);
+        r.context = hooked_context(r.context, o.batch_first, q.layout.heads);
     }
     named(r.context, "context");
     return r;
