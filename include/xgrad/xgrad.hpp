@@ -9,6 +9,8 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/philox.hpp"
 #include "xgrad/inspect/tape_graph.hpp"
+#include "xgrad/inspect/patching.hpp"
+#include "xgrad/inspect/attribution.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduce.hpp"
