@@ -30,8 +30,10 @@ nn::GPTConfig read_gpt_config(const fs::path& path) {
     return c;
 }
 
-// IN/<name>.npy, int64 (B, T) with T in [1, block_size]
-xt::xtensor<std::int64_t, 2> read_ids(const fs::path& in, const std::string& name, const nn::GPTConfig& c, bool targets) {
+}  // namespace
+
+xt::xtensor<std::int64_t, 2> read_gpt_ids(const fs::path& in, const std::string& name, const nn::GPTConfig& c,
+                                          bool targets) {
     const NpyArray a = *read_input(in, name);
     if (a.dtype != Dtype::int64) throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + ", expected int64");
     if (a.shape.size() != 2 || a.shape[0] == 0 || a.shape[1] == 0 || a.shape[1] > c.block_size)
@@ -46,6 +48,8 @@ xt::xtensor<std::int64_t, 2> read_ids(const fs::path& in, const std::string& nam
     }
     return ids;
 }
+
+namespace {
 
 template <Real T>
 nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::string& first_source) {
@@ -69,7 +73,7 @@ nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::str
 
 // IN/idx.npy and IN/targets.npy for a model of config c
 std::pair<xt::xtensor<std::int64_t, 2>, xt::xtensor<std::int64_t, 2>> read_inputs(const fs::path& in, const nn::GPTConfig& c) {
-    auto idx = read_ids(in, "idx", c, false), targets = read_ids(in, "targets", c, true);
+    auto idx = read_gpt_ids(in, "idx", c, false), targets = read_gpt_ids(in, "targets", c, true);
     if (idx.shape() != targets.shape())
         throw io_error((in / "targets.npy").string() + ": has shape " + shape_str(targets.shape()) + ", idx.npy has " +
                        shape_str(idx.shape()));
@@ -84,13 +88,18 @@ GptFiles read_gpt_files(const fs::path& in, const fs::path& model_dir) {
     return {c, std::move(idx), std::move(targets), io::open_gpt_folder<float>(model_dir).model};
 }
 
+std::pair<nn::GPTConfig, GptModel> read_gpt_model(const fs::path& in) {
+    const nn::GPTConfig c = read_gpt_config(in / "config.json");
+    const NpyArray first = *read_input(in, "transformer.wte.weight");
+    if (first.dtype == Dtype::float32) return {c, read_model<float>(in, c, first.source)};
+    if (first.dtype == Dtype::float64) return {c, read_model<double>(in, c, first.source)};
+    throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+}
+
 GptFiles read_gpt_files(const fs::path& in) {
     const nn::GPTConfig c = read_gpt_config(in / "config.json");
-    auto [idx, targets] = read_inputs(in, c);
-    const NpyArray first = *read_input(in, "transformer.wte.weight");
-    if (first.dtype == Dtype::float32) return {c, std::move(idx), std::move(targets), read_model<float>(in, c, first.source)};
-    if (first.dtype == Dtype::float64) return {c, std::move(idx), std::move(targets), read_model<double>(in, c, first.source)};
-    throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+    auto [idx, targets] = read_inputs(in, c);  // the inputs' errors before the model's
+    return {c, std::move(idx), std::move(targets), read_gpt_model(in).second};
 }
 
 }  // namespace xgrad::cli

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
 #include <variant>
 
 #include <xtensor/xtensor.hpp>
@@ -19,13 +21,21 @@
 
 namespace xgrad::cli {
 
+using GptModel = std::variant<nn::GPT<float>, nn::GPT<double>>;  // the parameters' dtype, loaded, eval mode
+
 struct GptFiles {
     nn::GPTConfig config;
     xt::xtensor<std::int64_t, 2> idx, targets;
-    std::variant<nn::GPT<float>, nn::GPT<double>> model;  // the parameters' dtype, loaded, eval mode
+    GptModel model;
 };
 
 GptFiles read_gpt_files(const std::filesystem::path& in);
 GptFiles read_gpt_files(const std::filesystem::path& in, const std::filesystem::path& model_dir);
+
+// The parts: IN/config.json with the parameters, and one ids file IN/<name>.npy, int64 (B, T) with
+// T <= block_size and every id in [0, vocab_size) (targets: -1 too).
+std::pair<nn::GPTConfig, GptModel> read_gpt_model(const std::filesystem::path& in);
+xt::xtensor<std::int64_t, 2> read_gpt_ids(const std::filesystem::path& in, const std::string& name,
+                                          const nn::GPTConfig& c, bool targets);
 
 }  // namespace xgrad::cli

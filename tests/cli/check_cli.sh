@@ -23,7 +23,7 @@ expect_error() {
 # Without a command: the commands with their descriptions, then the error.
 run
 [ "$status" -eq 2 ] || fail "xgrad alone: exit status $status, expected 2"
-for cmd in train heads explore inspect attention transformer gradcheck bench; do
+for cmd in train heads explore inspect attention transformer gradcheck bench patch; do
     grep -Eq "^  $cmd +[a-z]" "$work/err" || fail "xgrad alone does not list '$cmd': $(cat "$work/err")"
 done
 [ "$(tail -n 1 "$work/err")" = "xgrad: A subcommand is required" ] || fail "xgrad alone: $(tail -n 1 "$work/err")"
@@ -38,7 +38,7 @@ run --help
 
 # --help of every command: each option that takes a value shows its default ([...]) or says what
 # happens without it ("default:"), unless it is required.
-for cmd in "train copy" "train sort" "train mlp" heads explore export inspect attention transformer gradcheck bench; do
+for cmd in "train copy" "train sort" "train mlp" heads explore export inspect attention transformer gradcheck bench patch; do
     # shellcheck disable=SC2086
     run $cmd --help
     [ "$status" -eq 0 ] || fail "xgrad $cmd --help: exit status $status"

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include <xtensor/xview.hpp>
+
 #include "xgrad/inspect/patching.hpp"
 
 namespace xgrad::patching {

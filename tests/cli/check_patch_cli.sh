@@ -1,0 +1,80 @@
+#!/bin/sh
+# `xgrad patch` end to end: usage check_patch_cli.sh XGRAD FIXTURES_DIR
+# The model of tests/fixtures/gpt/gpt_cli with the inputs of tests/fixtures/patch/<metric>
+# (tests/fixtures/make_patch.py: nanoGPT's model.py with PyTorch hooks, float64) gives the files the
+# reference computes, every value within 1e-9 (the logit difference, and the loss); the same model in
+# float32 within 1e-4. Bad input: exit 2, one line on stderr naming the file or field, no OUT.
+set -u
+xgrad=$1
+fixtures=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+/usr/bin/python3 -c 'import numpy' || fail "python3-numpy is needed (scripts/packages.sh installs it)"
+
+compare() {  # compare EXPECTED_DIR GOT_DIR TOLERANCE: the same files, every value within TOLERANCE
+    [ "$(ls "$1")" = "$(ls "$2")" ] || fail "files differ: $(ls "$2" | tr '\n' ' ')"
+    /usr/bin/python3 - "$1" "$2" "$3" <<'PY' || fail "values differ"
+import os, sys
+import numpy as np
+want_dir, got_dir, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+for f in sorted(os.listdir(want_dir)):
+    want, got = np.load(os.path.join(want_dir, f)), np.load(os.path.join(got_dir, f))
+    if got.dtype != np.float64:
+        sys.exit(f"{f}: dtype {got.dtype}, expected float64")
+    err = (np.abs(want - got) / (1 + np.abs(want))).max()
+    if want.shape != got.shape or not err <= tol:
+        sys.exit(f"{f}: shape {got.shape} vs {want.shape}, max relative error {err}")
+PY
+}
+
+input() {  # input DIR METRIC [float32]: the model's files and the metric's inputs in DIR
+    mkdir -p "$1"
+    cp "$fixtures/gpt/gpt_cli/config.json" "$fixtures/gpt/gpt_cli"/transformer.*.npy "$fixtures/gpt/gpt_cli/lm_head.weight.npy" "$1/"
+    cp "$fixtures/patch/$2"/*.npy "$fixtures/patch/$2/metric.json" "$1/"
+    [ "${3:-}" = float32 ] || return 0
+    /usr/bin/python3 - "$1" <<'PY'
+import glob, sys
+import numpy as np
+for f in glob.glob(sys.argv[1] + "/transformer.*.npy") + glob.glob(sys.argv[1] + "/lm_head.*.npy"):
+    np.save(f, np.load(f).astype(np.float32))
+PY
+}
+
+for metric in logit_diff loss; do
+  input "$work/$metric" "$metric"
+  "$xgrad" patch --from "$work/$metric" --to "$work/out_$metric" || fail "$metric: exit status $?"
+  compare "$fixtures/patch/$metric/expected" "$work/out_$metric" 1e-9
+  echo "ok $metric, float64, against nanoGPT with PyTorch hooks"
+done
+input "$work/in32" logit_diff float32
+"$xgrad" patch --from "$work/in32" --to "$work/out32" || fail "float32: exit status $?"
+compare "$fixtures/patch/logit_diff/expected" "$work/out32" 1e-4
+echo "ok logit_diff, float32"
+
+expect_error() {  # expect_error NAME PATTERN: run on $work/bad, one line matching PATTERN, exit 2, no output
+    status=0
+    "$xgrad" patch --from "$work/bad" --to "$work/bad_out" 2> "$work/err" > /dev/null || status=$?
+    [ "$status" -eq 2 ] || fail "$1: exit status $status, expected 2"
+    [ "$(wc -l < "$work/err")" -eq 1 ] || fail "$1: $(cat "$work/err")"
+    grep -q "$2" "$work/err" || fail "$1: '$(cat "$work/err")' does not say '$2'"
+    [ ! -e "$work/bad_out" ] || fail "$1: wrote $work/bad_out"
+    echo "ok $1: $(cat "$work/err")"
+}
+fresh() { rm -rf "$work/bad"; input "$work/bad" "$1"; }
+fresh logit_diff
+echo '{"kind": "logit_diff", "correct": [1], "wrong": [2, 3]}' > "$work/bad/metric.json"
+expect_error "too few tokens" 'metric.json: field "correct" must be a list of 2 token ids'
+echo '{"kind": "logit_diff", "correct": [1, 13], "wrong": [2, 3]}' > "$work/bad/metric.json"
+expect_error "token outside the vocabulary" 'metric.json: field "correct" must hold ids in \[0, 13)'
+echo '{"kind": "kl"}' > "$work/bad/metric.json"
+expect_error "unknown kind" 'metric.json: field "kind" must be "logit_diff" or "loss"'
+fresh logit_diff
+/usr/bin/python3 -c "import numpy as np; np.save('$work/bad/corrupt.npy', np.zeros((2, 5), dtype=np.int64))"
+expect_error "shapes differ" 'corrupt.npy: has shape (2, 5), clean.npy has (2, 6)'
+fresh loss
+rm "$work/bad/targets.npy"
+expect_error "no targets for the loss" 'targets.npy'
+fresh logit_diff
+rm "$work/bad/clean.npy"
+expect_error "no clean ids" 'clean.npy'
