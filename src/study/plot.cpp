@@ -255,7 +255,7 @@ std::vector<unsigned char> attention_grid_png(const xt::xtensor<double, 3>& w, c
         const double ox = 10 + double(h % cols) * panel_w + pad_left, oy = head_h + double(h / cols) * panel_h + pad_top;
         for (std::size_t i = 0; i < L; ++i)
             for (std::size_t j = 0; j < S; ++j) {
-                set_colour(cr, viridis(w(h, i, j)));
+                set_colour(cr, viridis((w(h, i, j) - m.low) / (m.high - m.low)));
                 cairo_rectangle(cr, ox + double(j) * cell, oy + double(i) * cell, cell, cell);
                 cairo_fill(cr);
             }
@@ -272,18 +272,18 @@ std::vector<unsigned char> attention_grid_png(const xt::xtensor<double, 3>& w, c
             for (std::size_t i = 0; i < L && !m.query_labels.empty(); ++i)
                 cv.text(m.query_labels[i], ox - 4, oy + (double(i) + 0.5) * cell, font, 1, 0.5);
         }
-        cv.text("key", ox + map_w / 2, oy + map_h + pad_bottom - 18, 12);
-        cv.text("query", ox - pad_left + 12, oy + map_h / 2, 12, 0.5, 0.5, true);
+        cv.text(m.columns, ox + map_w / 2, oy + map_h + pad_bottom - 18, 12);
+        cv.text(m.rows, ox - pad_left + 12, oy + map_h / 2, 12, 0.5, 0.5, true);
     }
-    // the colour bar: weight 0 at the bottom, 1 at the top
+    // the colour bar: low at the bottom, high at the top
     const double bx = 10 + double(cols) * panel_w + 10, by = head_h + pad_top, bh = std::max(map_h, 120.0);
     for (int k = 0; k < 100; ++k) {
         set_colour(cr, viridis((k + 0.5) / 100));
         cairo_rectangle(cr, bx, by + bh - (k + 1) * bh / 100, 16, bh / 100 + 0.5);
         cairo_fill(cr);
     }
-    for (double t : {0.0, 0.5, 1.0}) cv.text(tick_label(t), bx + 22, by + bh - t * bh, 11, 0, 0.5);
-    cv.text("weight", bx + 8, by - 12, 12);
+    for (double t : {0.0, 0.5, 1.0}) cv.text(tick_label(m.low + t * (m.high - m.low)), bx + 22, by + bh - t * bh, 11, 0, 0.5);
+    cv.text(m.scale, bx + 8, by - 12, 12);
     return cv.png("attention picture");
 }
 

@@ -28,10 +28,14 @@ struct AttentionMaps {
     std::vector<std::string> panel_titles;          // one per head ("head 0", "head 2: offset -8")
     std::vector<std::string> query_labels, key_labels;  // one per row / column (tokens); may be empty
     std::string title;
+    // The colour scale from low to high, its bar's label, and the axes' (other maps than weights:
+    // `xgrad patch`'s effects per layer and head).
+    double low = 0, high = 1;
+    std::string scale = "weight", rows = "query", columns = "key";
 };
 
 // weights (H, L, S), each row a distribution over the S keys: H heatmaps (rows = queries, columns =
-// keys) in a grid of at most 4 columns, a shared colour scale from 0 to 1 with its bar.
+// keys) in a grid of at most 4 columns, a shared colour scale (0 to 1 unless maps says) with its bar.
 std::vector<unsigned char> attention_grid_png(const xt::xtensor<double, 3>& weights, const AttentionMaps& maps);
 
 // Writes an encoded PNG through a temporary file and a rename.

@@ -3,7 +3,9 @@
 # The model of tests/fixtures/gpt/gpt_cli with the inputs of tests/fixtures/patch/<metric>
 # (tests/fixtures/make_patch.py: nanoGPT's model.py with PyTorch hooks, float64) gives the files the
 # reference computes, every value within 1e-9 (the logit difference, and the loss); the same model in
-# float32 within 1e-4. Bad input: exit 2, one line on stderr naming the file or field, no OUT.
+# float32 within 1e-4; patch.png beside them. A `train gpt` checkpoint with two texts: the files of
+# the right shapes, and layer 0's residual patched at the one position where the texts differ gives
+# the clean metric. Bad input: exit 2, one line on stderr naming the file or field, no OUT.
 set -u
 xgrad=$1
 fixtures=$2
@@ -12,8 +14,9 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 /usr/bin/python3 -c 'import numpy' || fail "python3-numpy is needed (scripts/packages.sh installs it)"
 
-compare() {  # compare EXPECTED_DIR GOT_DIR TOLERANCE: the same files, every value within TOLERANCE
-    [ "$(ls "$1")" = "$(ls "$2")" ] || fail "files differ: $(ls "$2" | tr '\n' ' ')"
+compare() {  # compare EXPECTED_DIR GOT_DIR TOLERANCE: the same .npy files, every value within TOLERANCE
+    [ "$(ls "$1")" = "$(ls "$2" | grep -v '^patch.png$')" ] || fail "files differ: $(ls "$2" | tr '\n' ' ')"
+    [ "$(head -c 4 "$2/patch.png" | tail -c 3)" = PNG ] || fail "no patch.png in $2"
     /usr/bin/python3 - "$1" "$2" "$3" <<'PY' || fail "values differ"
 import os, sys
 import numpy as np
@@ -51,6 +54,28 @@ input "$work/in32" logit_diff float32
 "$xgrad" patch --from "$work/in32" --to "$work/out32" || fail "float32: exit status $?"
 compare "$fixtures/patch/logit_diff/expected" "$work/out32" 1e-4
 echo "ok logit_diff, float32"
+
+# a checkpoint and two texts of the same length that differ at position 6 ("is" / "as")
+"$xgrad" train gpt --text /usr/share/games/fortunes/linux --max_iters 5 --eval_interval 100 --eval_iters 1 \
+  --batch_size 4 --n_layer 2 --n_head 2 --n_embd 16 --block_size 16 --sample-tokens 0 --quiet --out "$work/run" > /dev/null ||
+  fail "train gpt: exit status $?"
+"$xgrad" patch --checkpoint "$work/run/checkpoint.npz" --clean-text "Linux is free" --corrupt-text "Linux as free" \
+  --ig-steps 8 --to "$work/text_out" || fail "patch --checkpoint: exit status $?"
+/usr/bin/python3 - "$work/text_out" <<'PY' || fail "patch --checkpoint: outputs"
+import sys
+import numpy as np
+d = sys.argv[1] + "/"
+shapes = {"patch.head": (2, 2), "patch.head_pos": (2, 2, 13), "patch.resid_pre": (2, 13), "atp.head": (2, 2),
+          "logit_lens": (3,), "ig.embed": (1, 13)}
+for name, shape in shapes.items():
+    assert np.load(d + name + ".npy").shape == shape, (name, np.load(d + name + ".npy").shape)
+clean, resid = float(np.load(d + "clean_metric.npy")), np.load(d + "patch.resid_pre.npy")
+assert abs(resid[0, 6] - clean) < 1e-5 * (1 + abs(clean)), (resid[0], clean)  # "is" / "as": character 6
+print("patch --checkpoint: loss metric, layer 0's residual at the differing position gives the clean metric")
+PY
+"$xgrad" patch --checkpoint "$work/run/checkpoint.npz" --clean-text "Linux is free" --corrupt-text "Linux is" \
+  --to "$work/bad_out" 2> "$work/err" && fail "texts of different lengths accepted"
+grep -q -- "--corrupt-text: 8 tokens, --clean-text 13" "$work/err" || fail "different lengths: $(cat "$work/err")"
 
 expect_error() {  # expect_error NAME PATTERN: run on $work/bad, one line matching PATTERN, exit 2, no output
     status=0
