@@ -11,6 +11,7 @@
 #include "xgrad/inspect/tape_graph.hpp"
 #include "xgrad/inspect/patching.hpp"
 #include "xgrad/inspect/attribution.hpp"
+#include "xgrad/inspect/query_key.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/reduce.hpp"
