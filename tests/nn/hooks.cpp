@@ -15,6 +15,7 @@
 #include "xgrad/core/hooks.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/nn/multihead_attention.hpp"
+#include "xgrad/nn/transformer.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/hook_point.hpp"
 #include "xgrad/ops/linalg.hpp"
@@ -276,6 +277,38 @@ TEST_CASE("hooks: MultiheadAttention's points; q/k/v/z hooks keep the fast paths
     const auto& scores = cache.value<double, 4>("hook_attn_scores");  // (B, H, L, S): padded keys -inf in row 0
     CHECK(scores(0, 1, 2, 3) == -INFINITY);
     CHECK(std::isfinite(scores(1, 1, 2, 3)));
+}
+
+TEST_CASE("hooks: nn::Transformer's layers under their state-dict paths, the residual stream's parts adding up") {
+    Generator gen(9);
+    nn::TransformerOptions o;
+    o.layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0, .batch_first = true, .norm_first = true};
+    o.num_encoder_layers = 1, o.num_decoder_layers = 1;
+    nn::Transformer<double> t(o, gen);
+    set_training(t, false);
+    const auto src = constant(xt::xtensor<double, 3>(randn<3>({2, 5, 8}, 1)));
+    const auto tgt = constant(xt::xtensor<double, 3>(randn<3>({2, 4, 8}, 2)));
+    const xt::xtensor<double, 3> plain = t.forward(src, tgt).value();
+    ActivationCache cache;
+    Hooks hooks;
+    cache.attach(hooks);
+    const UseHooks use(hooks);
+    CHECK(xt::allclose(t.forward(src, tgt).value(), plain, 1e-12, 1e-12));
+    for (const char* name : {"encoder.layers.0.hook_resid_pre", "encoder.layers.0.self_attn.hook_pattern",
+                             "encoder.layers.0.hook_mlp_out", "decoder.layers.0.multihead_attn.hook_z",
+                             "decoder.layers.0.hook_cross_attn_out", "decoder.layers.0.hook_resid_post"})
+        CHECK_MESSAGE(cache.has_value(name), name);
+    // pre-norm: each residual is the one before plus its sublayer's part
+    const std::string e = "encoder.layers.0.", d = "decoder.layers.0.";
+    CHECK(xt::allclose(cache.value<double, 3>(e + "hook_resid_mid"),
+                       cache.value<double, 3>(e + "hook_resid_pre") + cache.value<double, 3>(e + "hook_attn_out")));
+    CHECK(xt::allclose(cache.value<double, 3>(d + "hook_resid_mid_cross"),
+                       cache.value<double, 3>(d + "hook_resid_mid") + cache.value<double, 3>(d + "hook_cross_attn_out")));
+    CHECK(xt::allclose(cache.value<double, 3>(d + "hook_resid_post"),
+                       cache.value<double, 3>(d + "hook_resid_mid_cross") + cache.value<double, 3>(d + "hook_mlp_out")));
+    const auto& pattern = cache.value<double, 4>(d + "multihead_attn.hook_pattern");  // (B, H, T, S)
+    REQUIRE(pattern.shape() == std::array<std::size_t, 4>{2, 2, 4, 5});
+    CHECK(xt::allclose(xt::sum(pattern, {3}), xt::ones<double>({2, 2, 4})));
 }
 
 }  // namespace test_nn_hooks

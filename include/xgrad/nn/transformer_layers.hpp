@@ -31,6 +31,7 @@
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/multihead_attention.hpp"
+#include "xgrad/ops/hook_point.hpp"
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/nn/module.hpp"
@@ -129,11 +130,15 @@ Var<T, N> with_pos(const Var<T, N>& x, const Var<T, N>& pos) {
 }
 
 // One sublayer with its residual connection, in either norm order (the sum and dropout in one
-// node, Dropout::add): pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))).
+// node, Dropout::add): pre-norm x + dropout(f(norm(x))), post-norm norm(x + dropout(f(x))). When a
+// hook wants the sublayer's part, dropout(f(..)), it goes through hook point `hook` (one more node).
 template <Real T, std::size_t N, class F>
-Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& drop, bool norm_first, F&& sublayer) {
-    if (norm_first) return drop.add(x, Var<T, N>(sublayer(norm(x))));
-    return norm(drop.add(x, Var<T, N>(sublayer(x))));
+Var<T, N> residual(const Var<T, N>& x, const LayerNorm<T>& norm, const Dropout& drop, bool norm_first, F&& sublayer,
+                   std::string_view hook) {
+    const Var<T, N> in = norm_first ? norm(x) : x;
+    Var<T, N> sum = hook_wanted(hook) ? x + hook_point(drop(Var<T, N>(sublayer(in))), hook)
+                                      : drop.add(x, Var<T, N>(sublayer(in)));
+    return norm_first ? sum : norm(sum);
 }
 
 // One attention of a layer: its output, and when asked its weights into `out`: head-averaged
@@ -247,10 +252,14 @@ struct TransformerEncoderLayer {
             return detail::attend(self_attn, qk, qk, h, o.src_mask, o.src_key_padding_mask, o.need_weights, &out,
                                   false, o.src_mask_per_sequence);
         };
-        out.output = detail::residual(src, norm1, dropout1, options.norm_first, self_attention);
+        // hook points (docs/hooks.md): hook_resid_pre, hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post
+        const Var<T, N> x = hook_point(src, "hook_resid_pre");
+        out.output = detail::residual(x, norm1, dropout1, options.norm_first, self_attention, "hook_attn_out");
         if (options.feed_forward)
-            out.output = detail::residual(out.output, norm2, dropout2, options.norm_first,
-                                          [&](const Var<T, N>& h) { return detail::feed_forward(*this, h); });
+            out.output = detail::residual(hook_point(out.output, "hook_resid_mid"), norm2, dropout2, options.norm_first,
+                                          [&](const Var<T, N>& h) { return detail::feed_forward(*this, h); },
+                                          "hook_mlp_out");
+        out.output = hook_point(out.output, "hook_resid_post");
         return out;
     }
 };
@@ -317,10 +326,15 @@ struct TransformerDecoderLayer {
                                   o.memory_key_padding_mask, o.need_weights, &out,
                                   !o.average_attn_weights);
         };
-        Var<T, N> x = detail::residual(tgt, norm1, dropout1, options.norm_first, self_attention);
-        x = detail::residual(x, norm2, dropout2, options.norm_first, cross_attention);
-        out.output = detail::residual(x, norm3, dropout3, options.norm_first,
-                                      [&](const Var<T, N>& h) { return detail::feed_forward(*this, h); });
+        // hook points (docs/hooks.md): hook_resid_pre, hook_attn_out, hook_resid_mid, hook_cross_attn_out,
+        // hook_resid_mid_cross, hook_mlp_out, hook_resid_post
+        Var<T, N> x = detail::residual(hook_point(tgt, "hook_resid_pre"), norm1, dropout1, options.norm_first,
+                                       self_attention, "hook_attn_out");
+        x = detail::residual(hook_point(x, "hook_resid_mid"), norm2, dropout2, options.norm_first, cross_attention,
+                             "hook_cross_attn_out");
+        out.output = detail::residual(hook_point(x, "hook_resid_mid_cross"), norm3, dropout3, options.norm_first,
+                                      [&](const Var<T, N>& h) { return detail::feed_forward(*this, h); }, "hook_mlp_out");
+        out.output = hook_point(out.output, "hook_resid_post");
         return out;
     }
 };
