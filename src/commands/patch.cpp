@@ -8,7 +8,7 @@
 // Or `--checkpoint FILE` / `--model DIR` (a `train gpt` checkpoint, an llm.c .bin, a model folder)
 // with `--clean-text` and `--corrupt-text`, tokenized by the model's tokenizer: the metric is the
 // logit difference of `--correct` and `--wrong` (one token each), or else the loss of the clean
-// text's next tokens. OUT: float64 .npy files (docs/cli.md lists them) and patch.png, exact patching
+// text's next tokens (from position `--loss-from` on). OUT: float64 .npy files (docs/cli.md lists them) and patch.png, exact patching
 // beside AtP per head. Bad input: one line naming the file or field, exit status 2, nothing written.
 #include <filesystem>
 #include <map>
@@ -148,7 +148,7 @@ std::map<std::string, io::NpyArray> study(const nn::GPT<T>& model, const patchin
 
 struct PatchOptions {
     std::string from, to, checkpoint, model, clean_text, corrupt_text, correct, wrong;
-    std::size_t ig_steps = 32;
+    std::size_t ig_steps = 32, loss_from = 0;
 };
 
 void write_outputs(const fs::path& out, const std::map<std::string, io::NpyArray>& files,
@@ -202,10 +202,12 @@ void patch_texts(const PatchOptions& o) {
             return ids[0];
         };
         m.correct = {one(o.correct, "--correct")}, m.wrong = {one(o.wrong, "--wrong")};
-    } else {  // the loss of the clean text's next tokens
+    } else {  // the loss of the clean text's next tokens, from position --loss-from on
+        if (o.loss_from + 1 >= Tn)
+            throw value_error(fmt::format("--loss-from: {} leaves no next token of the {} of --clean-text", o.loss_from, Tn));
         m.kind = patching::Metric::Kind::loss;
         m.targets = patching::Ids({std::size_t(1), Tn});
-        for (std::size_t t = 0; t < Tn; ++t) m.targets(0, t) = t + 1 < Tn ? clean_ids[t + 1] : -1;
+        for (std::size_t t = 0; t < Tn; ++t) m.targets(0, t) = t >= o.loss_from && t + 1 < Tn ? clean_ids[t + 1] : -1;
     }
     std::vector<unsigned char> picture;
     const auto files = study(loaded.model, clean, corrupt, m, o.ig_steps, picture);
@@ -232,6 +234,7 @@ void setup_patch(CLI::App& cmd) {
     cmd.add_option("--correct", o.correct, "the logit difference's correct token, as text (default: the clean text's "
                                            "loss is the metric)");
     cmd.add_option("--wrong", o.wrong, "its wrong token, as text (default: none)");
+    cmd.add_option("--loss-from", o.loss_from, "the loss metric counts the clean text's next tokens from this position on");
     cmd.add_option("--ig-steps", o.ig_steps, "integrated gradients' steps (the midpoint rule)")->check(CLI::Range(1, 4096));
     cmd.callback([] {
         selected_action() = [] {  // errors: one line and status 2, from main
