@@ -57,7 +57,7 @@ patching::Metric read_metric(const fs::path& in, const nn::GPTConfig& c, const p
         const auto& v = r.get(field);
         if (!v.is_array() || v.size() != clean.shape()[0])
             r.fail(field, "must be a list of " + std::to_string(clean.shape()[0]) + " token ids (one per row of clean.npy), got " +
-                              ConfigReader::shown(v));
+                              (v.is_array() ? "a list of " + std::to_string(v.size()) : ConfigReader::shown(v)));
         std::vector<std::int64_t> ids;
         for (const auto& e : v) {
             if (!e.is_number_integer() || e.get<long long>() < 0 || e.get<long long>() >= (long long)c.vocab_size)

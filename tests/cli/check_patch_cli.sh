@@ -57,7 +57,7 @@ echo "ok logit_diff, float32"
 
 # a checkpoint and two texts of the same length that differ at position 6 ("is" / "as")
 "$xgrad" train gpt --text /usr/share/games/fortunes/linux --max_iters 5 --eval_interval 100 --eval_iters 1 \
-  --batch_size 4 --n_layer 2 --n_head 2 --n_embd 16 --block_size 16 --sample-tokens 0 --quiet --out "$work/run" > /dev/null ||
+  --batch_size 4 --n_layer 2 --n_head 2 --n_embd 16 --block_size 16 --sample-tokens 1 --quiet --out "$work/run" > /dev/null ||
   fail "train gpt: exit status $?"
 "$xgrad" patch --checkpoint "$work/run/checkpoint.npz" --clean-text "Linux is free" --corrupt-text "Linux as free" \
   --ig-steps 8 --to "$work/text_out" || fail "patch --checkpoint: exit status $?"
