@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xview.hpp>
+
 #include "xgrad/inspect/patching.hpp"
 
 namespace xgrad::patching {
