@@ -220,11 +220,11 @@ void setup_patch(CLI::App& cmd) {
     static PatchOptions o;
     auto* from = cmd.add_option("--from", o.from, "input directory: config.json and the parameters under nanoGPT's names "
                                                   "(as `xgrad gpt`), clean.npy, corrupt.npy, metric.json (and targets.npy "
-                                                  "for the loss)");
+                                                  "for the loss) (default: none: --checkpoint or --model)");
     auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint, "a `train gpt` checkpoint instead of --from (with "
-                                                                    "--clean-text and --corrupt-text)");
+                                                                    "--clean-text and --corrupt-text) (default: none)");
     auto* model = cmd.add_option("--model", o.model, "a model folder (Hugging Face's GPT-2 layout, or `train gpt --out`'s) "
-                                                     "instead of --from")
+                                                     "instead of --from (default: none)")
                       ->check(CLI::ExistingDirectory);
     from->excludes(checkpoint)->excludes(model);
     checkpoint->excludes(model);
