@@ -4,12 +4,9 @@
 # checkpoint, a nanoGPT .npz, a folder and llm.c's .bin with bit-identical weights; `train gpt
 # --init-from` a folder, which after 0 steps gives the folder's logits; bad input as one line, exit
 # status 2, OUT untouched.
-# XGRAD_EXPORT_STEPS below 800 (scripts/sanitize: a slow build) trains the folder's model for fewer
-# steps; every command and comparison stays.
 #   check_export.sh XGRAD
 set -eu
 xgrad=$1
-steps=${XGRAD_EXPORT_STEPS:-800}
 text=/usr/share/games/fortunes/linux
 [ -f "$text" ] || { echo "FAIL: $text is missing (Debian's fortunes package; scripts/packages.sh installs it)"; exit 1; }
 /usr/bin/python3 -c 'import numpy' || { echo "FAIL: python3-numpy is needed (scripts/packages.sh installs it)"; exit 1; }
@@ -35,7 +32,7 @@ PY
 }
 
 # 1. train gpt --out writes the folder; the folder and the checkpoint give the same greedy ids
-train "$dir/run" "$steps" $small --gelu tanh --bias  # llm.c's GPT-2 form, so that the .bin below takes it
+train "$dir/run" 800 $small --gelu tanh --bias  # llm.c's GPT-2 form, so that the .bin below takes it
 for f in checkpoint.npz config.json model.safetensors xgrad_tokenizer.json; do
   [ -s "$dir/run/$f" ] || fail "train gpt --out wrote no $f"
 done
