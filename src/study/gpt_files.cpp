@@ -88,18 +88,25 @@ GptFiles read_gpt_files(const fs::path& in, const fs::path& model_dir) {
     return {c, std::move(idx), std::move(targets), io::open_gpt_folder<float>(model_dir).model};
 }
 
+namespace {
+// The parameters of a model of config c, in their files' dtype.
+GptModel read_parameters(const fs::path& in, const nn::GPTConfig& c) {
+    const NpyArray first = *read_input(in, "transformer.wte.weight");
+    if (first.dtype == Dtype::float32) return read_model<float>(in, c, first.source);
+    if (first.dtype == Dtype::float64) return read_model<double>(in, c, first.source);
+    throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+}
+}  // namespace
+
 std::pair<nn::GPTConfig, GptModel> read_gpt_model(const fs::path& in) {
     const nn::GPTConfig c = read_gpt_config(in / "config.json");
-    const NpyArray first = *read_input(in, "transformer.wte.weight");
-    if (first.dtype == Dtype::float32) return {c, read_model<float>(in, c, first.source)};
-    if (first.dtype == Dtype::float64) return {c, read_model<double>(in, c, first.source)};
-    throw io_error(first.source + ": has dtype " + dtype_name(first.dtype) + ", expected float32 or float64");
+    return {c, read_parameters(in, c)};
 }
 
 GptFiles read_gpt_files(const fs::path& in) {
     const nn::GPTConfig c = read_gpt_config(in / "config.json");
     auto [idx, targets] = read_inputs(in, c);  // the inputs' errors before the model's
-    return {c, std::move(idx), std::move(targets), read_gpt_model(in).second};
+    return {c, std::move(idx), std::move(targets), read_parameters(in, c)};
 }
 
 }  // namespace xgrad::cli

@@ -76,7 +76,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
     DirectLogitAttribution r;
     r.head = xt::zeros<double>({L, H}), r.attn_bias = r.mlp = xt::zeros<double>({L});
     const auto& final_resid = cache.value<T, 3>(detail::block_point(L - 1, "hook_resid_post"));
-    std::vector<double> v(C), direction(C);
+    std::vector<double> v(C), unembed_diff(C), direction(C);
     for (std::size_t b = 0; b < B; ++b) {
         double mean = 0, var = 0;
         for (std::size_t c = 0; c < C; ++c) mean += double(final_resid(b, last, c));
@@ -84,10 +84,10 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
         for (std::size_t c = 0; c < C; ++c) var += std::pow(double(final_resid(b, last, c)) - mean, 2);
         const double sigma = std::sqrt(var / double(C) + ln.eps);
         // direction_c = w_c (u_correct − u_wrong)_c / σ: a residual term v adds Σ_c (v_c − mean(v)) · direction_c
-        for (std::size_t c = 0; c < C; ++c)
-            direction[c] = (ln.weight ? double(ln.weight.value()(c)) : 1.0) *
-                           (double(unembed(std::size_t(m.correct[b]), c)) - double(unembed(std::size_t(m.wrong[b]), c))) /
-                           sigma;
+        for (std::size_t c = 0; c < C; ++c) {
+            unembed_diff[c] = double(unembed(std::size_t(m.correct[b]), c)) - double(unembed(std::size_t(m.wrong[b]), c));
+            direction[c] = (ln.weight ? double(ln.weight.value()(c)) : 1.0) * unembed_diff[c] / sigma;
+        }
         const auto term = [&](const std::vector<double>& x) {
             double mu = 0, sum = 0;
             for (double e : x) mu += e;
@@ -118,10 +118,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
             r.mlp(l) += term(v);
         }
         if (ln.bias)
-            for (std::size_t c = 0; c < C; ++c)
-                r.ln_bias += double(ln.bias.value()(c)) *
-                             (double(unembed(std::size_t(m.correct[b]), c)) - double(unembed(std::size_t(m.wrong[b]), c))) /
-                             double(B);
+            for (std::size_t c = 0; c < C; ++c) r.ln_bias += double(ln.bias.value()(c)) * unembed_diff[c] / double(B);
     }
     r.total = r.embed + xt::sum(r.head)() + xt::sum(r.attn_bias)() + xt::sum(r.mlp)() + r.ln_bias;
     return r;
