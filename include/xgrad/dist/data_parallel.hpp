@@ -178,8 +178,9 @@ void DataParallel<T>::check_same_parameters() {
             if (mine.compare(at, a - at, root, at, b - at) != 0) break;
             at = a + 1, ++line;
         }
-        const auto line_of = [&](const std::string& s) {
-            return at < s.size() ? "\"" + s.substr(at, s.find('\n', at) - at) + "\"" : std::string("nothing");
+        const auto line_of = [&](const std::string& s) {  // appended: `"\"" + string` trips g++ 12's -Wrestrict at -O3
+            if (at >= s.size()) return std::string("nothing");
+            return std::string(1, '"').append(s, at, s.find('\n', at) - at).append(1, '"');
         };
         difference = "DataParallel: the model differs between ranks: parameter " + std::to_string(line) + " is " +
                      line_of(mine) + " on rank " + std::to_string(ctx_.rank()) + " but " + line_of(root) +
