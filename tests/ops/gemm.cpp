@@ -184,7 +184,7 @@ TEST_CASE("every GEMM back end gives the same bits at 1 and 2 threads") {
                                          out->data(), s.n, static_cast<const float*>(nullptr));
         }
         set_num_threads(1);
-        INFO("back end ", kernels::backend_name(backend));
+        INFO("back end ", std::string(kernels::backend_name(backend)));
         CHECK(one == two);
     }
 }

@@ -55,9 +55,10 @@ std::size_t k_panel(GemmBackend backend, std::size_t k) {
 }
 
 // The product with `backend` on xgrad's threads: C split into blocks of rows (or of columns when
-// wider than tall), one call per block. xgrad's kernel and OpenBLAS sum each element over k the
-// same way whatever the block, so their result does not depend on the thread count. oneDNN blocks
-// k by the shape of the call: it gets panels of a fixed 128 rows (or columns), whatever the threads.
+// wider than tall), one call per block. xgrad's kernel sums each element over k the same way
+// whatever the block, so its result does not depend on the thread count. oneDNN blocks k by the
+// shape of the call, and so does OpenBLAS on some CPUs (seen on an AVX2 EPYC, not on AVX-512 ones):
+// they get panels of a fixed 128 rows (or columns), whatever the threads.
 template <class T, class In>
 void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                  const In* a, std::size_t lda, const In* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
@@ -83,7 +84,7 @@ void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size
     };
     const std::size_t extent = by_rows ? m : n;
     const double flops = 2.0 * double(m) * double(n) * double(k);
-    if (backend != GemmBackend::onednn && !std::is_same_v<In, bfloat16>) return parallel_for(extent, flops, block);
+    if (backend == GemmBackend::xgrad && !std::is_same_v<In, bfloat16>) return parallel_for(extent, flops, block);
     constexpr std::size_t panel = 128;
     parallel_for((extent + panel - 1) / panel, flops, [&](std::size_t first, std::size_t last) {
         for (std::size_t p = first; p < last; ++p) block(p * panel, std::min(extent, (p + 1) * panel));
