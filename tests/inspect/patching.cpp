@@ -32,7 +32,7 @@ const patching::Metric logit_diff{.kind = patching::Metric::Kind::logit_diff, .c
 // The metric of `into` with one patch of `point`, one forward alone.
 template <std::size_t N>
 double patched_once(const nn::GPT<double>& m, const Ids& from, const Ids& into, const std::string& point,
-                    const std::array<long, N>& index) {
+                    const std::array<long, N>& index, const patching::Metric& metric = logit_diff) {
     ActivationCache cache;
     Hooks keep;
     cache.attach(keep, point);
@@ -43,7 +43,7 @@ double patched_once(const nn::GPT<double>& m, const Ids& from, const Ids& into, 
     Hooks patch;
     patch.forward(point, [&](const Var<double, N>& v) { return patch_at(v, cache.value<double, N>(point), index); });
     const UseHooks use(patch);
-    return patching::metric(m(into), logit_diff).value()();
+    return patching::metric(m(into), metric).value()();
 }
 
 TEST_CASE("activation patching: the batched sweep equals one patched forward at a time") {
@@ -107,8 +107,8 @@ TEST_CASE("attribution patching: first-order, exact where the metric is linear i
     const std::vector<patching::detail::Patch<3>> positions{{0, -1}, {2, -1}, {4, -1}, {-1, -1}};
     const auto estimate = patching::detail::attribute<3>(from.value<double, 3>(point), into.value<double, 3>(point),
                                                          into.grad<double, 3>(point), positions);
-    const auto patched = patching::detail::sweep<3>(m, corrupt, logit_diff, point, from.value<double, 3>(point),
-                                                    positions, 256);
+    const auto run = patching::detail::resume_point(m, corrupt, logit_diff);
+    const auto patched = patching::detail::sweep<3>(m, run, logit_diff, point, from.value<double, 3>(point), positions, 256);
     for (std::size_t i = 0; i < positions.size(); ++i) {
         CHECK(patched[i] - value.value()() == doctest::Approx(estimate[i]).epsilon(1e-10));
     }
@@ -123,6 +123,21 @@ TEST_CASE("patching: the loss metric; bad input names the method and the operand
     const auto r = patching::activation_patching(m, clean, corrupt, loss);
     CHECK(r.into == doctest::Approx(nn::gpt_loss(m(corrupt), targets).value()()).epsilon(1e-12));
     CHECK(r.resid_pre(0, 2) == doctest::Approx(r.from).epsilon(1e-12));
+    // a patch at a later position resumes there: the earlier positions' terms come from the corrupted run
+    for (std::size_t l = 0; l < 2; ++l)
+        for (long t = 0; t < 5; ++t) {
+            const std::string block = "blocks." + std::to_string(l) + ".";
+            CHECK(r.head_pos(l, 1, t) ==
+                  doctest::Approx(patched_once<4>(m, clean, corrupt, block + "attn.hook_z", {-1, t, 1, -1}, loss)).epsilon(1e-10));
+            CHECK(r.attn_out(l, t) ==
+                  doctest::Approx(patched_once<3>(m, clean, corrupt, block + "hook_attn_out", {-1, t, -1}, loss)).epsilon(1e-10));
+        }
+    // the sets asked for, the others empty
+    const auto heads_only = patching::activation_patching(m, clean, corrupt, loss, 256, {.head_pos = false, .resid_pre = false,
+                                                                                         .attn_out = false, .mlp_out = false});
+    CHECK(heads_only.head == r.head);
+    CHECK(heads_only.head_pos.size() == 0);
+    CHECK(heads_only.mlp_out.size() == 0);
     const patching::Metric short_metric{.correct = {3}, .wrong = {6}};
     CHECK_THROWS_WITH_AS(patching::activation_patching(m, clean, corrupt, short_metric),
                          "activation_patching: 1 correct and 1 wrong tokens for a batch of 2", shape_error);

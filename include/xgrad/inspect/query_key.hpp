@@ -86,6 +86,7 @@ QueryKeyPatching query_key_patching(const nn::GPT<T>& model, const Ids& from, co
         for (std::size_t t = 0; t < Tn; ++t) by_head_pos.push_back({long(t), long(h), -1});
     }
     std::vector<double> row;
+    const detail::ResumePoint<T> run = detail::resume_point(model, into, m);
     for (std::size_t l = 0; l < Ls; ++l) {
         for (const char* which : {"q", "k"}) {
             const bool query = which[0] == 'q';
@@ -93,8 +94,8 @@ QueryKeyPatching query_key_patching(const nn::GPT<T>& model, const Ids& from, co
             auto& exact_head = query ? r.exact.q_head : r.exact.k_head;
             auto& exact_pos = query ? r.exact.q_head_pos : r.exact.k_head_pos;
             const auto& a_from = from_cache.value<T, 4>(point);
-            const auto heads = detail::sweep<4>(model, into, m, point, a_from, by_head, max_rows);
-            const auto positions = detail::sweep<4>(model, into, m, point, a_from, by_head_pos, max_rows);
+            const auto heads = detail::sweep<4>(model, run, m, point, a_from, by_head, max_rows);
+            const auto positions = detail::sweep<4>(model, run, m, point, a_from, by_head_pos, max_rows);
             const auto atp_heads = detail::attribute<4>(a_from, into_cache.value<T, 4>(point), into_cache.grad<T, 4>(point), by_head);
             const auto atp_positions =
                 detail::attribute<4>(a_from, into_cache.value<T, 4>(point), into_cache.grad<T, 4>(point), by_head_pos);

@@ -160,6 +160,11 @@ struct GPT {
     // `caches` (one per layer) give the earlier positions' keys and values (nn/gpt_generate.hpp).
     Var<T, 3> hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o, std::vector<Var<T, 3>>* weights,
                      std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
+    // What hidden() runs after the embeddings, from block `layer` on: the residual stream x (B, T, C)
+    // at blocks.{layer}.hook_resid_pre through blocks layer .. n_layer − 1 and ln_f. `weights` and
+    // `caches` are indexed by layer. Activation patching resumes the corrupted run here.
+    Var<T, 3> resume(std::size_t layer, Var<T, 3> x, const GPTForwardOptions& o = {}, std::vector<Var<T, 3>>* weights = nullptr,
+                     std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
 
     // nanoGPT's get_num_params(non_embedding = true): every parameter once, minus wpe.
     std::size_t num_params(bool non_embedding = true) const;
@@ -278,12 +283,26 @@ Var<T, 3> GPT<T>::hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwa
     // positions [first, first + T) are rows of wpe: a slice, so no index tensor is built per step
     const Var<T, 2> pos = hook_point(slice(transformer.wpe.weight, 0, long(first), long(first + L)), "hook_pos_embed");
     const Var<T, 3> tokens = hook_point(transformer.wte(idx), "hook_embed");
-    Var<T, 3> x = named(transformer.drop(tokens + pos), "embedding");  // the blocks' input
+    const Var<T, 3> x = named(transformer.drop(tokens + pos), "embedding");  // the blocks' input
     if (weights) weights->assign(transformer.h.size(), Var<T, 3>{});
+    return resume(0, x, o, weights, first, caches);
+}
+
+template <Real T>
+Var<T, 3> GPT<T>::resume(std::size_t layer, Var<T, 3> x, const GPTForwardOptions& o, std::vector<Var<T, 3>>* weights,
+                         std::size_t first, const std::vector<KeyValueSource<T>>* caches) const {
+    const std::size_t n = transformer.h.size();
+    if (layer > n || x.shape(2) != config.n_embd || first + x.shape(1) > config.block_size)
+        throw shape_error("GPT::resume: a residual " + shape_str(x.shape()) + " at layer " + std::to_string(layer) +
+                          ", position " + std::to_string(first) + " does not fit " + std::to_string(n) +
+                          " layers, n_embd " + std::to_string(config.n_embd) + ", block_size " +
+                          std::to_string(config.block_size));
+    if ((weights && weights->size() != n) || (caches && caches->size() != n))
+        throw value_error("GPT::resume: weights and caches hold one entry per layer (" + std::to_string(n) + ")");
     {
         // node names as the state dict's (transformer.h.0...), hook names TransformerLens's (blocks.0...)
         const NameScope in_transformer("transformer", ""), in_blocks("h", "blocks");
-        for (std::size_t i = 0; i < transformer.h.size(); ++i) {
+        for (std::size_t i = layer; i < n; ++i) {
             const NameScope in_block(index_name(i));
             x = transformer.h[i](x, o, weights ? &(*weights)[i] : nullptr, caches ? &(*caches)[i] : nullptr);
         }
