@@ -27,6 +27,13 @@ void setup_explore(CLI::App& cmd) {
         ->excludes(source);
     cmd.add_option("--out", out, "the page to write, one self-contained HTML file")->required();
     cmd.add_option("--text", o.text, "a GPT's input text (default: held-out text of its corpus)");
+    cmd.add_option("--corrupt-text", o.patch.corrupt, "a corrupted input as many tokens long as --text: the page adds "
+                                                     "exact patching and AtP of each head, clean into corrupted, and "
+                                                     "the logit lens of both (a GPT; default: none)");
+    cmd.add_option("--correct", o.patch.correct, "with --corrupt-text, the logit difference's correct token, as text "
+                                                 "(default: the metric is the loss of --text's next tokens)");
+    cmd.add_option("--wrong", o.patch.wrong, "its wrong token, as text (default: none)");
+    cmd.add_option("--loss-from", o.patch.loss_from, "the loss metric counts --text's next tokens from this position on");
     cmd.add_option("--tokens", o.tokens, "the input as token ids, comma-separated (a GPT, as for an llm.c model; the "
                                          "copy task's sequence to copy; the sort task's digits; default: none)")
         ->delimiter(',');
@@ -51,8 +58,11 @@ void setup_explore(CLI::App& cmd) {
             set_num_threads(std::size_t(threads));
             const ExploreData data = explore(o);
             const std::size_t bytes = write_explore_page(data, out);
-            fmt::print("{}: {} attention(s), {} loss(es); wrote {} ({:.0f} KB)\n", data.title, data.sites.size(),
-                       data.choices.size(), out, double(bytes) / 1024);
+            const std::string pair = data.patching ? fmt::format(", clean/corrupted: AtP against exact per head, Pearson "
+                                                                 "{:.3f}", data.patching->heads.pearson)
+                                                   : "";
+            fmt::print("{}: {} attention(s), {} loss(es){}; wrote {} ({:.0f} KB)\n", data.title, data.sites.size(),
+                       data.choices.size(), pair, out, double(bytes) / 1024);
             return 0;
         };
     });

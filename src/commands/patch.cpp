@@ -21,6 +21,7 @@
 #include "commands/commands.hpp"
 #include "study/gpt_files.hpp"
 #include "study/json_config.hpp"
+#include "study/patch_study.hpp"
 #include "study/plot.hpp"
 #include "tasks/gpt.hpp"
 #include "xgrad/inspect/attribution.hpp"
@@ -70,48 +71,22 @@ patching::Metric read_metric(const fs::path& in, const nn::GPTConfig& c, const p
     return m;
 }
 
-// Pearson's correlation of a and b, and Spearman's (Pearson's of their ranks, ties averaged).
-double pearson(const std::vector<double>& a, const std::vector<double>& b) {
-    const double n = double(a.size());
-    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) ma += a[i] / n, mb += b[i] / n;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
-    return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
-}
-std::vector<double> ranks(const std::vector<double>& x) {
-    std::vector<std::size_t> order(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return x[i] < x[j]; });
-    std::vector<double> r(x.size());
-    for (std::size_t i = 0; i < order.size();) {
-        std::size_t j = i;
-        while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-        for (std::size_t k = i; k <= j; ++k) r[order[k]] = (double(i) + double(j)) / 2;
-        i = j + 1;
-    }
-    return r;
-}
-
 // patch.png: per layer and head, exact patching's effect (patched − corrupted metric) beside AtP's
 // estimate, one colour scale, their correlations in the title.
 std::vector<unsigned char> patch_picture(const patching::Result& exact, const patching::Result& atp) {
-    const std::size_t L = exact.head.shape()[0], H = exact.head.shape()[1];
-    xt::xtensor<double, 3> maps = xt::zeros<double>({std::size_t(2), L, H});
-    std::vector<double> a, b;
+    const HeadEffects e = head_effects(exact, atp);
+    xt::xtensor<double, 3> maps = xt::zeros<double>({std::size_t(2), e.layers, e.heads});
     double largest = 1e-12;
-    for (std::size_t l = 0; l < L; ++l)
-        for (std::size_t h = 0; h < H; ++h) {
-            maps(0, l, h) = exact.head(l, h) - exact.into, maps(1, l, h) = atp.head(l, h);
-            a.push_back(maps(0, l, h)), b.push_back(maps(1, l, h));
-            largest = std::max({largest, std::abs(maps(0, l, h)), std::abs(maps(1, l, h))});
-        }
+    for (std::size_t k = 0; k < e.exact.size(); ++k) {
+        maps(0, k / e.heads, k % e.heads) = e.exact[k], maps(1, k / e.heads, k % e.heads) = e.atp[k];
+        largest = std::max({largest, std::abs(e.exact[k]), std::abs(e.atp[k])});
+    }
     AttentionMaps m;
-    m.title = fmt::format("patching each head's z, clean into corrupted: Pearson {:.3f}, Spearman {:.3f}", pearson(a, b),
-                          pearson(ranks(a), ranks(b)));
+    m.title = fmt::format("patching each head's z, clean into corrupted: Pearson {:.3f}, Spearman {:.3f}", e.pearson,
+                          e.spearman);
     m.panel_titles = {"exact: patched - corrupted metric", "AtP estimate"};
-    for (std::size_t l = 0; l < L; ++l) m.query_labels.push_back(std::to_string(l));
-    for (std::size_t h = 0; h < H; ++h) m.key_labels.push_back(std::to_string(h));
+    for (std::size_t l = 0; l < e.layers; ++l) m.query_labels.push_back(std::to_string(l));
+    for (std::size_t h = 0; h < e.heads; ++h) m.key_labels.push_back(std::to_string(h));
     m.low = -largest, m.high = largest, m.scale = "metric change", m.rows = "layer", m.columns = "head";
     return attention_grid_png(maps, m);
 }
@@ -147,8 +122,9 @@ std::map<std::string, io::NpyArray> study(const nn::GPT<T>& model, const patchin
 }
 
 struct PatchOptions {
-    std::string from, to, checkpoint, model, clean_text, corrupt_text, correct, wrong;
-    std::size_t ig_steps = 32, loss_from = 0;
+    std::string from, to, checkpoint, model;
+    PatchTexts texts;
+    std::size_t ig_steps = 32;
 };
 
 void write_outputs(const fs::path& out, const std::map<std::string, io::NpyArray>& files,
@@ -175,42 +151,14 @@ void patch_files(const PatchOptions& o) {
 
 // A checkpoint or folder with two texts.
 void patch_texts(const PatchOptions& o) {
-    if (o.clean_text.empty() || o.corrupt_text.empty())
+    if (o.texts.clean.empty() || o.texts.corrupt.empty())
         throw value_error("--checkpoint and --model need --clean-text and --corrupt-text");
     const gpt_task::LoadedModel loaded = gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model);
     if (!loaded.tokenizer)
         throw value_error(o.checkpoint + ": an llm.c model has no tokenizer; give its ids as files with --from");
-    const text::Tokenizer& tok = *loaded.tokenizer;
-    const auto clean_ids = tok.encode(o.clean_text, "--clean-text"), corrupt_ids = tok.encode(o.corrupt_text, "--corrupt-text");
-    if (clean_ids.size() != corrupt_ids.size())
-        throw value_error(fmt::format("--corrupt-text: {} tokens, --clean-text {}; the two runs need the same length",
-                                      corrupt_ids.size(), clean_ids.size()));
-    if (clean_ids.empty() || clean_ids.size() > loaded.model.config.block_size)
-        throw value_error(fmt::format("--clean-text: {} tokens; between 1 and block_size {}", clean_ids.size(),
-                                      loaded.model.config.block_size));
-    const std::size_t Tn = clean_ids.size();
-    patching::Ids clean({std::size_t(1), Tn}), corrupt({std::size_t(1), Tn});
-    std::copy(clean_ids.begin(), clean_ids.end(), clean.begin());
-    std::copy(corrupt_ids.begin(), corrupt_ids.end(), corrupt.begin());
-    patching::Metric m;
-    if (o.correct.empty() != o.wrong.empty()) throw value_error("give --correct and --wrong together, or neither (the loss)");
-    if (!o.correct.empty()) {
-        const auto one = [&](const std::string& text, const char* option) {
-            const auto ids = tok.encode(text, option);
-            if (ids.size() != 1)
-                throw value_error(fmt::format("{}: \"{}\" is {} tokens; the logit difference needs one", option, text, ids.size()));
-            return ids[0];
-        };
-        m.correct = {one(o.correct, "--correct")}, m.wrong = {one(o.wrong, "--wrong")};
-    } else {  // the loss of the clean text's next tokens, from position --loss-from on
-        if (o.loss_from + 1 >= Tn)
-            throw value_error(fmt::format("--loss-from: {} leaves no next token of the {} of --clean-text", o.loss_from, Tn));
-        m.kind = patching::Metric::Kind::loss;
-        m.targets = patching::Ids({std::size_t(1), Tn});
-        for (std::size_t t = 0; t < Tn; ++t) m.targets(0, t) = t >= o.loss_from && t + 1 < Tn ? clean_ids[t + 1] : -1;
-    }
+    const PatchRuns runs = patch_runs(*loaded.tokenizer, loaded.model.config.block_size, o.texts);
     std::vector<unsigned char> picture;
-    const auto files = study(loaded.model, clean, corrupt, m, o.ig_steps, picture);
+    const auto files = study(loaded.model, runs.clean, runs.corrupt, runs.metric, o.ig_steps, picture);
     write_outputs(o.to, files, picture);
 }
 
@@ -229,12 +177,12 @@ void setup_patch(CLI::App& cmd) {
     from->excludes(checkpoint)->excludes(model);
     checkpoint->excludes(model);
     cmd.add_option("--to", o.to, "output directory (created; files are replaced)")->required();
-    cmd.add_option("--clean-text", o.clean_text, "the clean input, tokenized by the model's tokenizer (default: none)");
-    cmd.add_option("--corrupt-text", o.corrupt_text, "the corrupted input, as many tokens as the clean (default: none)");
-    cmd.add_option("--correct", o.correct, "the logit difference's correct token, as text (default: the clean text's "
+    cmd.add_option("--clean-text", o.texts.clean, "the clean input, tokenized by the model's tokenizer (default: none)");
+    cmd.add_option("--corrupt-text", o.texts.corrupt, "the corrupted input, as many tokens as the clean (default: none)");
+    cmd.add_option("--correct", o.texts.correct, "the logit difference's correct token, as text (default: the clean text's "
                                            "loss is the metric)");
-    cmd.add_option("--wrong", o.wrong, "its wrong token, as text (default: none)");
-    cmd.add_option("--loss-from", o.loss_from, "the loss metric counts the clean text's next tokens from this position on");
+    cmd.add_option("--wrong", o.texts.wrong, "its wrong token, as text (default: none)");
+    cmd.add_option("--loss-from", o.texts.loss_from, "the loss metric counts the clean text's next tokens from this position on");
     cmd.add_option("--ig-steps", o.ig_steps, "integrated gradients' steps (the midpoint rule)")->check(CLI::Range(1, 4096));
     cmd.callback([] {
         selected_action() = [] {  // errors: one line and status 2, from main

@@ -24,12 +24,34 @@
 #include "tasks/gpt.hpp"
 #include "tasks/sort.hpp"
 #include "study/transformer.hpp"
+#include "xgrad/inspect/attribution.hpp"
 #include "xgrad/io/checkpoint.hpp"
 
 namespace xgrad::cli {
 namespace {
 
 using namespace explore_detail;
+
+// The clean/corrupted pair: --text and --corrupt-text.
+ExplorePatching explore_patching(const nn::GPT<float>& model, const text::Tokenizer& tokenizer, const ExploreOptions& o) {
+    PatchTexts texts = o.patch;
+    texts.clean = o.text;
+    const PatchRuns runs = patch_runs(tokenizer, model.config.block_size, texts);
+    ExplorePatching p;
+    p.metric = runs.metric_label;
+    for (std::size_t t = 0; t < runs.clean.shape()[1]; ++t)
+        p.clean_tokens.push_back(gpt_task::token_label(tokenizer, runs.clean(0, t))),
+            p.corrupt_tokens.push_back(gpt_task::token_label(tokenizer, runs.corrupt(0, t)));
+    const patching::Result exact = patching::activation_patching(model, runs.clean, runs.corrupt, runs.metric);
+    p.clean_metric = exact.from, p.corrupt_metric = exact.into;
+    p.heads = head_effects(exact, patching::attribution_patching(model, runs.clean, runs.corrupt, runs.metric));
+    const auto lens = [&](const patching::Ids& ids) {
+        const auto v = patching::logit_lens(model, ids, runs.metric);
+        return std::vector<double>(v.begin(), v.end());
+    };
+    p.lens_clean = lens(runs.clean), p.lens_corrupt = lens(runs.corrupt);
+    return p;
+}
 
 ExploreData explore_gpt(const ExploreOptions& o) {
     gpt_task::LoadedModel m = gpt_task::load_model(o.source);
@@ -44,6 +66,8 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     std::vector<std::int64_t> ids = o.tokens;
     std::string input = fmt::format("{} given tokens", ids.size());
     if (!o.text.empty() && !ids.empty()) throw value_error("--text and --tokens: give one input, not both");
+    if (!o.patch.corrupt.empty() && (o.text.empty() || !m.tokenizer))
+        throw value_error("--corrupt-text: give the clean input as --text, to a model with a tokenizer");
     if (ids.empty() && !m.tokenizer) throw value_error(source + ": an llm.c model has no tokenizer here; give --tokens");
     if (!o.text.empty()) {
         ids = m.tokenizer->encode(o.text, "--text"), input = "--text";
@@ -73,6 +97,7 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     collect_gpt(data, model, idx, targets, 0, loss_positions(0, T, o.positions), [&](long p) {
         return fmt::format("position {}: '{}' predicts '{}'", p, shown(ids[std::size_t(p)]), shown(ids[std::size_t(p) + 1]));
     });
+    if (!o.patch.corrupt.empty()) data.patching = explore_patching(model, *m.tokenizer, o);
     if (o.head_sequences > 0 && m.tokenizer) {
         const text::Windows windows(corpus_text(), *m.tokenizer, 0.1);
         const GptHeadStudy study = study_gpt_heads(model, windows, std::size_t(o.head_sequences), o.seed);
@@ -181,15 +206,20 @@ ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& co
 }  // namespace
 
 ExploreData explore(const ExploreOptions& o) {
-    if (o.gpt_folder || io::is_gpt_folder(o.source)) return explore_gpt(o);
+    const auto gpt_only = [&] {  // the other models have no tokenizer to read a corrupted text
+        if (!o.patch.corrupt.empty())
+            throw value_error("--corrupt-text: " + o.source.string() + " is not a GPT checkpoint or model folder");
+    };
+    if (o.gpt_folder || io::is_gpt_folder(o.source) || o.source.extension() == ".bin") return explore_gpt(o);
     if (std::filesystem::is_directory(o.source)) {
+        gpt_only();
         if (is_transformer_folder(o.source)) return explore_transformer_folder(o);
         if (std::filesystem::exists(o.source / "idx.npy")) return explore_gpt_folder(o);
         return explore_attention_folder(o);
     }
-    if (o.source.extension() == ".bin") return explore_gpt(o);
     const auto config = io::read_checkpoint_config(o.source);
     if (config.count("n_layer")) return explore_gpt(o);
+    gpt_only();
     if (config.count("d_model")) return explore_sort(o, config);
     return explore_copy(o, config);
 }

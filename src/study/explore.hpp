@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "study/head_analysis.hpp"
+#include "study/patch_study.hpp"
 
 namespace xgrad::cli {
 
@@ -57,6 +58,17 @@ struct ExploreInput {
     std::vector<std::string> tokens;
 };
 
+// A clean/corrupted pair of a GPT's inputs (`--corrupt-text`): patching each head's z from the clean
+// run into the corrupted one, exactly and by AtP, and the logit lens of both runs
+// (inspect/patching.hpp, inspect/attribution.hpp; the numbers `xgrad patch` writes).
+struct ExplorePatching {
+    std::string metric;                          // what the metric measures
+    double clean_metric = 0, corrupt_metric = 0;
+    std::vector<std::string> clean_tokens, corrupt_tokens;
+    HeadEffects heads;                           // (L, H) exact effect and AtP estimate, correlations
+    std::vector<double> lens_clean, lens_corrupt;  // (L + 1): the metric from each resid_pre and the final residual
+};
+
 struct ExploreData {
     std::string title, description, dtype;  // dtype: "float32" or "float64", the model's
     std::vector<ExploreInput> inputs;       // a GPT's tokens; an encoder-decoder's source and target; ...
@@ -64,12 +76,14 @@ struct ExploreData {
     std::vector<ExploreSite> sites;
     std::vector<ExploreChoice> choices;
     std::string heads_note;                 // where the head reports come from, or why there are none
+    std::optional<ExplorePatching> patching;
 };
 
 struct ExploreOptions {
     std::filesystem::path source;      // a checkpoint (.npz, .bin) or a folder
     bool gpt_folder = false;           // source is a GPT-2 folder in Hugging Face's layout (--model)
     std::string text;                  // a GPT's input text (default: held-out text)
+    PatchTexts patch;                  // a GPT's corrupted text and metric (--corrupt-text; clean: text)
     std::vector<std::int64_t> tokens;  // a copy-task model's input (default: a held-out sequence)
     std::string corpus;                // a GPT's text file for the default input and head reports
     std::size_t length = 32;           // tokens of held-out text for a GPT

@@ -1,4 +1,4 @@
-// `xgrad explore`'s page (study/explore.hpp): page.html with page.css, data.js and page.js
+// `xgrad explore`'s page (study/explore.hpp): page.html with page.css, data.js, patch.js and page.js
 // (src/study/explore_page/, compiled into the tool by embed.sh) and the data as JSON, in one file.
 // Arrays travel as base64 of the model's own floats (float32 or float64, little-endian), so a
 // value on the page is bit for bit the tool's. A map's masked cells are left out (the mask is sent
@@ -17,6 +17,7 @@ namespace explore_assets {
 extern const char* const page_html;
 extern const char* const page_css;
 extern const char* const data_js;
+extern const char* const patch_js;
 extern const char* const page_js;
 }  // namespace explore_assets
 
@@ -127,13 +128,29 @@ std::size_t write_explore_page(const ExploreData& d, const std::filesystem::path
         }
         j["choices"].push_back(std::move(choice));
     }
+    if (d.patching) {  // few numbers: plain JSON (exact for doubles)
+        const ExplorePatching& p = *d.patching;
+        j["patching"] = {{"metric", p.metric},
+                         {"clean_metric", p.clean_metric},
+                         {"corrupt_metric", p.corrupt_metric},
+                         {"clean_tokens", p.clean_tokens},
+                         {"corrupt_tokens", p.corrupt_tokens},
+                         {"layers", p.heads.layers},
+                         {"heads", p.heads.heads},
+                         {"exact", p.heads.exact},
+                         {"atp", p.heads.atp},
+                         {"pearson", p.heads.pearson},
+                         {"spearman", p.heads.spearman},
+                         {"lens_clean", p.lens_clean},
+                         {"lens_corrupt", p.lens_corrupt}};
+    }
     // Token labels may hold bytes that are not UTF-8 (a byte tokenizer): replaced, not thrown on.
     std::string json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     // Inside <script>, "</script" or "<!--" would end or bend the element: every '<' is escaped.
     for (std::size_t at = 0; (at = json.find('<', at)) != std::string::npos;) json.replace(at, 1, "\\u003c");
     std::string page = explore_assets::page_html;
     replace_once(page, "/*XGRAD_CSS*/", explore_assets::page_css);
-    replace_once(page, "/*XGRAD_JS*/", std::string(explore_assets::data_js) + explore_assets::page_js);
+    replace_once(page, "/*XGRAD_JS*/", std::string(explore_assets::data_js) + explore_assets::patch_js + explore_assets::page_js);
     replace_once(page, "/*XGRAD_DATA*/", json);  // last: the data is the only text not ours
     io::write_file_atomic(out, page.data(), page.size());
     return page.size();

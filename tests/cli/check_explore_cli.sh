@@ -47,6 +47,8 @@ explore "$work/sort/checkpoint.npz" "3 attention(s), 6 loss(es)" --tokens 4,1,3,
 explore "$work/gpt/checkpoint.npz" "2 attention(s), 12 loss(es)" --corpus "$work/text.txt" --head-sequences 4 --text "the mat sat."
 explore "$fixtures/io/attention/basic/in" "1 attention(s), 4 loss(es)"
 explore "$fixtures/gpt/gpt_cli" "2 attention(s), 6 loss(es)" --sequence 1
+explore "$work/gpt/checkpoint.npz" "clean/corrupted: AtP against exact per head, Pearson" --corpus "$work/text.txt" \
+    --head-sequences 0 --text "the mat sat." --corrupt-text "the sat mat." --correct t --wrong a
 
 expect_error "no such source" "source: Path does not exist" "$work/none.npz" --out "$work/page.html"
 expect_error "no folder for the page" "$work/no/page.html" "$work/copy/checkpoint.npz" --out "$work/no/page.html"
@@ -62,4 +64,12 @@ expect_error "text and tokens" "--text and --tokens: give one input, not both" "
 expect_error "folder sequence" "--sequence: the input has 2 sequence(s), got 5" "$fixtures/gpt/gpt_cli" --sequence 5 \
     --out "$work/page.html"
 expect_error "not a checkpoint" "" "$work/text.txt" --out "$work/page.html"
-echo "explore cli: 6 sources, 9 errors"
+expect_error "corrupt length" "--corrupt-text: 5 tokens, the clean text 7" "$work/gpt/checkpoint.npz" \
+    --text "the mat" --corrupt-text "a mat" --corpus "$work/text.txt" --out "$work/page.html"
+expect_error "corrupt without text" "--corrupt-text: give the clean input as --text" "$work/gpt/checkpoint.npz" \
+    --corrupt-text "a mat" --corpus "$work/text.txt" --out "$work/page.html"
+expect_error "corrupt on a copy model" "--corrupt-text: .* is not a GPT checkpoint or model folder" \
+    "$work/copy/checkpoint.npz" --corrupt-text "a" --out "$work/page.html"
+expect_error "correct is two tokens" "--correct: \"at\" is 2 tokens; the logit difference needs one" \
+    "$work/gpt/checkpoint.npz" --text "the mat" --corrupt-text "the cat" --correct at --wrong t --out "$work/page.html"
+echo "explore cli: 6 sources, a clean/corrupted pair, 13 errors"

@@ -75,7 +75,7 @@ print("patch --checkpoint: loss metric, layer 0's residual at the differing posi
 PY
 "$xgrad" patch --checkpoint "$work/run/checkpoint.npz" --clean-text "Linux is free" --corrupt-text "Linux is" \
   --to "$work/bad_out" 2> "$work/err" && fail "texts of different lengths accepted"
-grep -q -- "--corrupt-text: 8 tokens, --clean-text 13" "$work/err" || fail "different lengths: $(cat "$work/err")"
+grep -q -- "--corrupt-text: 8 tokens, the clean text 13" "$work/err" || fail "different lengths: $(cat "$work/err")"
 
 expect_error() {  # expect_error NAME PATTERN: run on $work/bad, one line matching PATTERN, exit 2, no output
     status=0

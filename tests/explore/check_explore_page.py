@@ -12,7 +12,9 @@ through python3-selenium (installed by ./scripts/test). Usage:
    query whose every key is masked: its row is zeros, marked, with dL/dS = 0 and a marked ‖dQ‖.
 2. A small GPT trained here for a few steps: every layer reachable with the keys, the head table
    with induction and previous-token scores, a position picked by clicking its query row.
-3. The check of outside requests fails on a page that makes one (so it can fail).
+3. The same GPT with a corrupted text: the clean/corrupted section holds exactly what `xgrad patch`
+   writes (exact and AtP per head, the logit lens), and clicking a head there shows it above.
+4. The check of outside requests fails on a page that makes one (so it can fail).
 """
 import glob
 import os
@@ -243,6 +245,51 @@ def check_gpt(driver, xgrad, shots, work):
     print(f"GPT page: {os.path.getsize(page)} bytes, 2 layers, position chosen by clicking its row")
 
 
+def check_patching(driver, xgrad, shots, work):
+    """--corrupt-text on the GPT above: the page's exact and AtP per head and its logit lens are what
+    `xgrad patch` writes for the same checkpoint and texts; a head clicked there is shown above."""
+    checkpoint = os.path.join(work, "gpt", "checkpoint.npz")
+    texts = ["--loss-from", "3"]
+    page, patched = os.path.join(work, "gpt-patch.html"), os.path.join(work, "patch")
+    run(xgrad, "explore", checkpoint, "--text", "the cat sat on the mat.", "--corrupt-text", "the dog sat on the log.",
+        "--head-sequences", "0", "--out", page, *texts)
+    run(xgrad, "patch", "--checkpoint", checkpoint, "--clean-text", "the cat sat on the mat.", "--corrupt-text",
+        "the dog sat on the log.", "--to", patched, *texts)
+    open_clean(driver, page)
+    if not driver.find_element(By.ID, "patching").is_displayed():
+        fail("the clean/corrupted section is hidden on a page made with --corrupt-text")
+    p = driver.execute_script("return window.xgradExplore.data.patching")
+    npy = lambda name: np.load(os.path.join(patched, name + ".npy"))
+    head, into = npy("patch.head"), float(npy("corrupt_metric"))
+    if p["layers"] != 2 or p["heads"] != 2:
+        fail(f"patching section: {p['layers']} layers x {p['heads']} heads, the model has 2 x 2")
+    if not np.array_equal(np.array(p["exact"]), (head - into).ravel()):
+        fail(f"exact effects {p['exact']} differ from xgrad patch's {(head - into).ravel()}")
+    if not np.array_equal(np.array(p["atp"]), npy("atp.head").ravel()):
+        fail(f"AtP {p['atp']} differs from xgrad patch's {npy('atp.head').ravel()}")
+    if not np.array_equal(np.array(p["lens_clean"]), npy("logit_lens")):
+        fail(f"logit lens {p['lens_clean']} differs from xgrad patch's {npy('logit_lens')}")
+    if p["clean_metric"] != float(npy("clean_metric")) or p["corrupt_metric"] != into:
+        fail("the runs' metrics differ from xgrad patch's")
+    if np.allclose(p["lens_clean"], p["lens_corrupt"]):
+        fail(f"the two runs' logit lenses are equal: {p['lens_clean']}")
+    pearson = np.corrcoef(head.ravel() - into, npy("atp.head").ravel())[0, 1]
+    title = driver.find_element(By.ID, "scatter-title").text
+    if f"Pearson {pearson:.3f}" not in title:
+        fail(f"scatter title '{title}', numpy's Pearson {pearson:.3f}")
+    canvas = driver.find_element(By.ID, "patch-atp")  # layer 1, head 0: 28 px of labels, 18 of header, 26 a cell
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    ActionChains(driver).move_to_element_with_offset(canvas, int(28 + 13 - canvas.size["width"] / 2),
+                                                     int(18 + 26 + 13 - canvas.size["height"] / 2)).click().perform()
+    if (state(driver)["site"], state(driver)["head"]) != ("1", "0"):
+        fail(f"clicking layer 1 head 0 of the AtP grid showed {state(driver)}")
+    readout = driver.find_element(By.ID, "patch-readout").text
+    if not readout.startswith("layer 1 head 0: exact"):
+        fail(f"readout after the click: '{readout}'")
+    driver.save_screenshot(os.path.join(shots, "gpt-patching.png"))
+    print(f"patching section: exact and AtP per head as xgrad patch wrote them, Pearson {pearson:.3f}")
+
+
 def check_outside_request_is_caught(driver, work):
     page = os.path.join(work, "mha.html")
     with open(page) as f:
@@ -264,6 +311,7 @@ def main():
             check_attention(driver, xgrad, fixtures, shots, work)
             check_fully_masked_row(driver, xgrad, fixtures, shots, work)
             check_gpt(driver, xgrad, shots, work)
+            check_patching(driver, xgrad, shots, work)
             check_outside_request_is_caught(driver, work)
         finally:
             driver.quit()

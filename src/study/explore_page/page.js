@@ -1,5 +1,6 @@
 // The explore page's drawing and navigation: the head grid, the map with its tooltip, the side
-// panels, the table, keys and clicks (data.js, before this file, decodes the data).
+// panels, the table, keys and clicks (data.js, before this file, decodes the data; patch.js draws
+// the clean/corrupted section).
 function drawCells(ctx, values, s, head, x0, y0, cell, sc) {
   for (let i = 0; i < s.queries; i++)
     for (let j = 0; j < s.keys; j++) {
@@ -271,6 +272,7 @@ function render() {
   drawMap();
   drawGrid();
   drawSide();
+  drawPatching();
 }
 
 function setup() {
@@ -315,6 +317,7 @@ function setup() {
   });
   buildGrid();
   buildTable();
+  buildPatching();
   render();
 }
 setup();
