@@ -44,12 +44,36 @@ struct PatchSets {
 };
 
 namespace detail {
-// The points the methods patch, kept by `cache` (with their gradients, asked).
-inline void keep_patched_points(ActivationCache& cache, Hooks& hooks, bool gradients) {
-    for (const char* point : {"blocks.*.attn.hook_z", "blocks.*.hook_resid_pre", "blocks.*.hook_attn_out",
-                              "blocks.*.hook_mlp_out"})
-        cache.attach(hooks, point, gradients);
+// The points the sets patch, kept by `cache` (with their gradients, asked).
+inline void keep_patched_points(ActivationCache& cache, Hooks& hooks, bool gradients, const PatchSets& sets) {
+    if (sets.head || sets.head_pos) cache.attach(hooks, "blocks.*.attn.hook_z", gradients);
+    if (sets.resid_pre) cache.attach(hooks, "blocks.*.hook_resid_pre", gradients);
+    if (sets.attn_out) cache.attach(hooks, "blocks.*.hook_attn_out", gradients);
+    if (sets.mlp_out) cache.attach(hooks, "blocks.*.hook_mlp_out", gradients);
 }
+
+// While alive, the model's parameters take no gradient, as torch's requires_grad_(False): with
+// the embeddings made a leaf that takes one (a forward hook on hook_embed returning
+// parameter(copy)), a backward computes the activations' gradients only, no dW (AtP needs nothing
+// else).
+template <class M>
+class FrozenParameters {
+public:
+    explicit FrozenParameters(const M& model) {
+        for_each_parameter(model, [&](const std::string&, const auto& p) {
+            nodes_.push_back({&p.node()->requires_grad, p.node()->requires_grad});
+            p.node()->requires_grad = false;
+        });
+    }
+    ~FrozenParameters() {
+        for (const auto& [flag, was] : nodes_) *flag = was;
+    }
+    FrozenParameters(const FrozenParameters&) = delete;
+    FrozenParameters& operator=(const FrozenParameters&) = delete;
+
+private:
+    std::vector<std::pair<bool*, bool>> nodes_;
+};
 
 // AtP's estimate for each patch: (from − into) · grad summed over the patched elements, every row.
 template <std::size_t N, Real T>
@@ -103,7 +127,7 @@ Result activation_patching(const nn::GPT<T>& model, const Ids& from, const Ids& 
     detail::check_runs("activation_patching", from, into, m, model.config.vocab_size);
     ActivationCache cache;
     Hooks keep;
-    detail::keep_patched_points(cache, keep, false);
+    detail::keep_patched_points(cache, keep, false, sets);
     Result r;
     {
         const NoGrad no_grad;
@@ -128,8 +152,8 @@ Result attribution_patching(const nn::GPT<T>& model, const Ids& from, const Ids&
     detail::check_runs("attribution_patching", from, into, m, model.config.vocab_size);
     ActivationCache from_cache, into_cache;
     Hooks keep_from, keep_into;
-    detail::keep_patched_points(from_cache, keep_from, false);
-    detail::keep_patched_points(into_cache, keep_into, true);
+    detail::keep_patched_points(from_cache, keep_from, false, sets);
+    detail::keep_patched_points(into_cache, keep_into, true, sets);
     Result r;
     {
         const NoGrad no_grad;
@@ -138,10 +162,14 @@ Result attribution_patching(const nn::GPT<T>& model, const Ids& from, const Ids&
     }
     Var<T, 0> value;
     {
-        const UseHooks use(keep_into);
-        value = metric(metric_logits(model, into, m), m);
+        const detail::FrozenParameters frozen(model);
+        keep_into.forward("hook_embed", [](const Var<T, 3>& tokens) { return parameter(xt::xtensor<T, 3>(tokens.value())); });
+        {
+            const UseHooks use(keep_into);
+            value = metric(metric_logits(model, into, m), m);
+        }
+        backward(value, {.keep_intermediate_grads = false});
     }
-    backward(value);
     r.into = double(value.value()());
     detail::for_each_patch_set(model.config.n_layer, model.config.n_head, into.shape()[1], sets, r,
                                [&](const std::string& point, const auto& patches, double* out) {
