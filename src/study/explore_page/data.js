@@ -109,3 +109,16 @@ function heat(t) {  // saliency: white to orange
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 const MASKED = '#d8d8d8';
+function sized(canvas, width, height) {  // a canvas drawn in CSS pixels, sharp on any screen
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = width * ratio, canvas.height = height * ratio;
+  canvas.style.width = width + 'px', canvas.style.height = height + 'px';
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, width, height);
+  ctx.font = '11px monospace';
+  ctx.fillStyle = '#333';
+  return ctx;
+}
+

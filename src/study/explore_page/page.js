@@ -34,13 +34,7 @@ function drawMap() {
   const sc = scaleOf(values, view !== 'weights');
   const cell = Math.max(4, Math.min(28, Math.floor(480 / Math.max(s.queries, s.keys))));
   const left = 8 + 7 * Math.min(12, Math.max(...s.qTokens.concat(s.kTokens).map((t) => t.length), 2)) + 24, top = left;
-  const width = left + s.keys * cell + 4, height = top + s.queries * cell + 4, ratio = window.devicePixelRatio || 1;
-  map.width = width * ratio, map.height = height * ratio;
-  map.style.width = width + 'px', map.style.height = height + 'px';
-  const ctx = map.getContext('2d');
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.fillStyle = '#fff';
-  ctx.fillRect(0, 0, width, height);
+  const ctx = sized(map, left + s.keys * cell + 4, top + s.queries * cell + 4);
   drawCells(ctx, values, s, state.head, left, top, cell, sc);
   ctx.fillStyle = '#333';
   ctx.font = `${Math.min(12, cell)}px monospace`;

@@ -15,18 +15,6 @@ function patchLargest() {
   const p = data.patching;
   return Math.max(1e-12, ...p.exact.map(Math.abs), ...p.atp.map(Math.abs));
 }
-function sized(canvas, width, height) {  // a canvas drawn in CSS pixels, sharp on any screen
-  const ratio = window.devicePixelRatio || 1;
-  canvas.width = width * ratio, canvas.height = height * ratio;
-  canvas.style.width = width + 'px', canvas.style.height = height + 'px';
-  const ctx = canvas.getContext('2d');
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.fillStyle = '#fff';
-  ctx.fillRect(0, 0, width, height);
-  ctx.font = '11px monospace';
-  ctx.fillStyle = '#333';
-  return ctx;
-}
 const selectedHead = () => state.site * data.patching.heads + state.head;
 function headName(k) {
   const p = data.patching;
