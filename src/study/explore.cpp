@@ -42,9 +42,10 @@ ExplorePatching explore_patching(const nn::GPT<float>& model, const text::Tokeni
     for (std::size_t t = 0; t < runs.clean.shape()[1]; ++t)
         p.clean_tokens.push_back(gpt_task::token_label(tokenizer, runs.clean(0, t))),
             p.corrupt_tokens.push_back(gpt_task::token_label(tokenizer, runs.corrupt(0, t)));
-    const patching::Result exact = patching::activation_patching(model, runs.clean, runs.corrupt, runs.metric);
+    const patching::PatchSets heads{.head_pos = false, .resid_pre = false, .attn_out = false, .mlp_out = false};
+    const patching::Result exact = patching::activation_patching(model, runs.clean, runs.corrupt, runs.metric, 256, heads);
     p.clean_metric = exact.from, p.corrupt_metric = exact.into;
-    p.heads = head_effects(exact, patching::attribution_patching(model, runs.clean, runs.corrupt, runs.metric));
+    p.heads = head_effects(exact, patching::attribution_patching(model, runs.clean, runs.corrupt, runs.metric, heads));
     const auto lens = [&](const patching::Ids& ids) {
         const auto v = patching::logit_lens(model, ids, runs.metric);
         return std::vector<double>(v.begin(), v.end());

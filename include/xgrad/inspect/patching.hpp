@@ -66,7 +66,7 @@ public:
         });
     }
     ~FrozenParameters() {
-        for (const auto& [flag, was] : nodes_) *flag = was;
+        for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) *it->first = it->second;
     }
     FrozenParameters(const FrozenParameters&) = delete;
     FrozenParameters& operator=(const FrozenParameters&) = delete;
