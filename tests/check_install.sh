@@ -96,7 +96,7 @@ echo "all_modules.cpp at -O0, header-only: built without a warning and ran"
 cmake -S "$src/examples/consumer" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   > "$dir/cmake-setup.log" 2>&1 || { cat "$dir/cmake-setup.log"; exit 1; }
-cmake --build "$dir/cmake" > "$dir/cmake-build.log" 2>&1 || { cat "$dir/cmake-build.log"; exit 1; }
+cmake --build "$dir/cmake" --parallel 2 > "$dir/cmake-build.log" 2>&1 || { cat "$dir/cmake-build.log"; exit 1; }
 ! grep -q 'warning:' "$dir/cmake-build.log" || { grep 'warning:' "$dir/cmake-build.log"; exit 1; }
 echo "CMake consumer (find_package(xgrad), xgrad::xgrad), -Wall -Wextra -Werror: built without a warning"
 run "$dir/cmake/consumer"
