@@ -7,6 +7,7 @@ Run from anywhere: python3 fuzz/corpus/make_corpus.py
   config/  the attention configs of tests/fixtures/io/attention, plus broken ones
   safetensors/  hand-made files of every dtype, and broken ones
   bpe/     small BPE vocabularies and merges (vocab.json, a zero byte, merges.txt), and broken ones
+  gpt2_config/  GPT-2 folders' config.json (the test fixture's, GPT-2 small's), plus broken ones
 """
 import json
 import os
@@ -81,7 +82,7 @@ def byte_vocab(extra):
 
 
 def main():
-    for folder in ("npy", "npz", "config", "safetensors", "bpe"):
+    for folder in ("npy", "npz", "config", "safetensors", "bpe", "gpt2_config"):
         shutil.rmtree(os.path.join(HERE, folder), ignore_errors=True)
         os.makedirs(os.path.join(HERE, folder))
 
@@ -126,6 +127,29 @@ def main():
     write("config", "nested_value.json", json.dumps(dict(basic, bias=[[{"a": [1]}]], kdim={"b": None})).encode())
     write("config", "not_object.json", b'[{"embed_dim": 4}, null, 1e400]')
     write("config", "malformed.json", b'{"embed_dim": 4, "num_heads": \xff')
+
+    shutil.copyfile(os.path.join(FIXTURES, "..", "gpt2_folder", "config.json"), os.path.join(HERE, "gpt2_config", "tiny.json"))
+    small = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+             "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+             "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
+             "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
+             "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
+             "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+             "vocab_size": 50257}
+    gpt2_variants = {
+        "gpt2_small.json": small,
+        "no_bias_erf.json": dict(small, bias=False, activation_function="gelu"),
+        "indivisible.json": dict(small, n_head=7),
+        "wrong_types.json": dict(small, n_layer="12", bias=1, layer_norm_epsilon="1e-5", scale_attn_weights=0),
+        "other_model.json": dict(small, model_type="llama", activation_function="silu", layer_norm_epsilon=1e-6),
+        "n_inner.json": dict(small, n_inner=1024, tie_word_embeddings=False),
+        "huge.json": dict(small, n_embd=18446744073709551615, n_positions=-1, vocab_size=1e300),
+    }
+    for name, cfg in gpt2_variants.items():
+        write("gpt2_config", name, json.dumps(cfg).encode())
+    write("gpt2_config", "duplicate_key.json", b'{"n_layer": 2, "n_head": 2, "n_embd": 16, "n_layer": 3}')
+    write("gpt2_config", "not_object.json", b'[{"n_layer": 2}, null, 1e400]')
+    write("gpt2_config", "malformed.json", b'{"n_layer": 2, "n_head": \xff')
 
     every = (struct.pack("<d", 0.5) + struct.pack("<3H", 0x3C00, 0x7BFF, 0x0001) + struct.pack("<2H", 0x3F80, 0xC040)
              + struct.pack("<2i", -5, 7) + bytes([0, 255, 0, 1]) + struct.pack("<q", -9) + struct.pack("<f", 2.5))

@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 
+#include "xgrad/io/gpt2_config.hpp"
 #include "xgrad/io/gpt_formats.hpp"
 #include "xgrad/io/npy.hpp"
 #include "xgrad/io/safetensors.hpp"
@@ -34,11 +35,6 @@
 #include "xgrad/text/tokenizer.hpp"
 
 namespace xgrad::io {
-
-// config.json as nn::GPTConfig (block_size = n_positions, bias true, dropout 0). A "bias": false
-// field (nanoGPT's option, which xgrad writes for models without biases) is read too.
-nn::GPTConfig read_gpt2_config(const std::filesystem::path& config_json);
-nn::GPTConfig parse_gpt2_config(const std::string& json_text, const std::string& source);
 
 // The tensors of a GPT-2 model.safetensors under nanoGPT's names ("transformer." added where
 // absent, lm_head.weight = wte.weight when absent), each checked against the shape `config` gives
@@ -56,10 +52,6 @@ text::Tokenizer read_folder_tokenizer(const std::filesystem::path& dir);
 // `tok` into the folder `dir` (each file written atomically): xgrad_tokenizer.json, or for BPE
 // vocab.json and merges.txt.
 void write_folder_tokenizer(const std::filesystem::path& dir, const text::Tokenizer& tok);
-// config.json's text for `c`: GPT2Config's names, "activation_function" "gelu_new" (tanh) or "gelu"
-// (erf), and "bias": false for a model without biases (which Hugging Face's GPT-2 cannot load).
-std::string gpt2_config_json(const nn::GPTConfig& c);
-
 // Whether `dir` looks like such a folder (it has config.json and model.safetensors).
 bool is_gpt_folder(const std::filesystem::path& dir);
 
