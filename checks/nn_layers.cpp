@@ -1,5 +1,5 @@
-// Gradient checks for the embedding op and the nn layers (Linear, Embedding, LayerNorm, Dropout,
-// PositionalEncoding), alone and composed; a module's parameters enter as one flat input
+// Gradient checks for the embedding op and the nn layers (Linear, Embedding, LayerNorm, RMSNorm,
+// Dropout, PositionalEncoding), alone and composed; a module's parameters enter as one flat input
 // (xgrad/check/module_check.hpp).
 #include <cstdint>
 
@@ -61,6 +61,17 @@ const RegisterGradchecks registered_nn_layers{"nn_layers", {
      [] {
          nn::LayerNorm<double> ln(5, 1e-5, false);
          return gradcheck([&](auto& x) { return ln(x); }, randn<2>({3, 5}, 46));
+     }},
+    {"RMSNorm", "module (2,3,4) eps 1e-6, w.r.t. x and weight",
+     [] {
+         nn::RMSNorm<double> norm(4, 1e-6);
+         return gradcheck([&](auto& flat, auto& x) { return with_flat_parameters(norm, flat)(x); },
+                          xt::xtensor<double, 1>(randn<1>({4}, 50) + 1.0), randn<3>({2, 3, 4}, 51));
+     }},
+    {"RMSNorm", "(3,5) no weight, default eps",
+     [] {
+         nn::RMSNorm<double> norm(5, std::nullopt, false);
+         return gradcheck([&](auto& x) { return norm(x); }, randn<2>({3, 5}, 52));
      }},
     {"PositionalEncoding", "(2,3,4) batch first -> linear(4,3)",
      [] {

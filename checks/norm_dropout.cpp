@@ -1,4 +1,4 @@
-// Gradient checks for layer_norm and dropout (the dropout mask is fixed by re-seeding per call).
+// Gradient checks for layer_norm, rms_norm and dropout (the dropout mask is fixed by re-seeding per call).
 #include "xgrad/check/registry.hpp"
 #include "xgrad/xgrad.hpp"
 
@@ -31,6 +31,19 @@ const RegisterGradchecks registered_norm_dropout{"norm_dropout", {
      [] { return gradcheck([](auto& x) { return layer_norm(x, 1e-3); }, randn<2>({3, 6}, 7)); }},
     {"layer_norm", "(7) no affine, eps 1e-3",
      [] { return gradcheck([](auto& x) { return layer_norm(x, 1e-3); }, randn<1>({7}, 8)); }},
+    {"rms_norm", "(4,5) weight (5), eps 1e-6",
+     [] {
+         return gradcheck([](auto& x, auto& w) { return rms_norm(x, w, 1e-6); }, randn<2>({4, 5}, 21), randn<1>({5}, 22));
+     }},
+    {"rms_norm", "(2,3,4) weight (4), default eps",
+     [] { return gradcheck([](auto& x, auto& w) { return rms_norm(x, w); }, randn<3>({2, 3, 4}, 23), randn<1>({4}, 24)); }},
+    {"rms_norm", "(3,6) no weight, eps 1e-3",
+     [] { return gradcheck([](auto& x) { return rms_norm(x, 1e-3); }, randn<2>({3, 6}, 25)); }},
+    {"rms_norm", "(5) const weight, input shifted by 3",
+     [] {
+         const auto w = constant(randn<1>({5}, 26));
+         return gradcheck([&](auto& x) { return rms_norm(x, w, 1e-5); }, uniform<1>({5}, 2, 4, 27));
+     }},
     {"dropout", "(3,5) p=0.3", [] { return check_dropout(randn<2>({3, 5}, 8), 0.3); }},
     {"dropout", "(2,2,4) p=0.6", [] { return check_dropout(randn<3>({2, 2, 4}, 9), 0.6); }},
     {"add_dropout", "(3,5) + (3,5) p=0.3",

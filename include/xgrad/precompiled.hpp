@@ -61,8 +61,8 @@
                                                         LinearActivation, const Var<T, N>*);                       \
     EXTERN template Var<T, N> softmax<T, N>(const Var<T, N>&, long);                                               \
     EXTERN template Var<T, N> log_softmax<T, N>(const Var<T, N>&, long);                                           \
-    EXTERN template Var<T, N> detail::layer_norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&,  \
-                                                            double);                                               \
+    EXTERN template Var<T, N> detail::norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&, double, \
+                                                      bool);                                                       \
     EXTERN template Var<T, 0> detail::mse_loss_impl<0, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
     EXTERN template Var<T, N> detail::mse_loss_impl<N, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
     EXTERN template Var<T, 0> detail::cross_entropy_impl<0, T, N>(const Var<T, N>&,                                 \

@@ -1,5 +1,5 @@
-// layer_norm (PyTorch parity, errors) and dropout (statistics, determinism); their gradchecks are in
-// checks/norm_dropout.cpp.
+// layer_norm, rms_norm, silu and rsqrt (PyTorch parity, errors) and dropout (statistics,
+// determinism); their gradchecks are in checks/norm_dropout.cpp and checks/elementwise.cpp.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -133,6 +133,61 @@ TEST_CASE("layer_norm errors") {
                       "layer_norm: weight must have shape (5,) to match the last axis of x (2, 5), got (4,)");
     CHECK_THROWS_AS(layer_norm(x, parameter(randn<1>({5})), parameter(randn<1>({6}))), shape_error);
     CHECK_THROWS_AS(layer_norm(x, -1e-5), value_error);
+}
+
+// ---------------------------------------------------------------- rms_norm, silu, rsqrt
+
+TEST_CASE("rms_norm matches llama2.c's RMSNorm in PyTorch: output and gradients of x and weight") {
+    const auto x0 = fixtures.get<3>("rms_x"), g = fixtures.get<3>("rms_g");
+    auto x = parameter(x0);
+    auto w = parameter(fixtures.get<1>("rms_w"));
+    auto y = rms_norm(x, w, 1e-5);
+    CHECK(max_abs_diff(y.value(), fixtures.get<3>("rms_y")) < tol);
+    backward(y, g);
+    CHECK(max_abs_diff(x.grad(), fixtures.get<3>("rms_dx")) < tol);
+    CHECK(max_abs_diff(w.grad(), fixtures.get<1>("rms_dw")) < tol);
+
+    auto x2 = parameter(x0);
+    auto y2 = rms_norm(x2);  // torch's default eps: the machine epsilon
+    CHECK(max_abs_diff(y2.value(), fixtures.get<3>("rms_plain_y")) < tol);
+    backward(y2, g);
+    CHECK(max_abs_diff(x2.grad(), fixtures.get<3>("rms_plain_dx")) < tol);
+
+    // the module: weight ones at construction, the same op
+    nn::RMSNorm<double> norm(6, 1e-5);
+    CHECK(norm.weight.value() == xt::xtensor<double, 1>(xt::ones<double>({6})));
+    norm.weight = parameter(fixtures.get<1>("rms_w"));
+    CHECK(max_abs_diff(norm(constant(x0)).value(), fixtures.get<3>("rms_y")) < tol);
+    CHECK(nn::RMSNorm<double>(6, std::nullopt, false)(constant(x0)).value() == y2.value());
+}
+
+TEST_CASE("rms_norm: hand-computed values, float, and its errors") {
+    auto x = constant(xt::xtensor<float, 1>{3, 4});  // mean square 12.5
+    auto y = rms_norm(x, 0.0);
+    CHECK(y.value()(0) == doctest::Approx(3 / std::sqrt(12.5)).epsilon(1e-6));
+    CHECK(y.value()(1) == doctest::Approx(4 / std::sqrt(12.5)).epsilon(1e-6));
+    CHECK(std::string(y.node()->op_name()) == "rms_norm");
+    auto p = parameter(randn<2>({2, 5}));
+    CHECK_THROWS_WITH(rms_norm(p, parameter(randn<1>({4}))),
+                      "rms_norm: weight must have shape (5,) to match the last axis of x (2, 5), got (4,)");
+    CHECK_THROWS_WITH(rms_norm(p, -1.0), "rms_norm: eps must be >= 0, got -1.000000");
+    CHECK_THROWS_AS(nn::RMSNorm<double>(0), value_error);
+    CHECK_THROWS_AS(nn::RMSNorm<double>(4, -1.0), value_error);
+}
+
+TEST_CASE("silu and rsqrt match PyTorch: values and gradients") {
+    const auto x0 = fixtures.get<3>("rms_x"), g = fixtures.get<3>("rms_g");
+    auto x = parameter(x0);
+    Var<double, 3> y = silu(x);
+    CHECK(max_abs_diff(y.value(), fixtures.get<3>("silu_y")) < tol);
+    backward(y, g);
+    CHECK(max_abs_diff(x.grad(), fixtures.get<3>("silu_dx")) < tol);
+
+    auto xp = parameter(xt::xtensor<double, 3>(xt::abs(x0) + 0.1));
+    Var<double, 3> r = rsqrt(xp);
+    CHECK(max_abs_diff(r.value(), fixtures.get<3>("rsqrt_y")) < tol);
+    backward(r, g);
+    CHECK(max_abs_diff(xp.grad(), fixtures.get<3>("rsqrt_dx")) < tol);
 }
 
 // ---------------------------------------------------------------- dropout

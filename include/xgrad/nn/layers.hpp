@@ -1,11 +1,12 @@
-// nn layers besides Linear: Embedding, LayerNorm, Dropout, PositionalEncoding (PyTorch semantics
-// and initialization). Each is a Hana-reflected module (see nn/module.hpp).
+// nn layers besides Linear: Embedding, LayerNorm, RMSNorm, Dropout, PositionalEncoding (PyTorch
+// semantics and initialization). Each is a Hana-reflected module (see nn/module.hpp).
 #pragma once
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -76,6 +77,32 @@ struct LayerNorm {
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
         return weight ? layer_norm(x, weight, bias, eps) : layer_norm(x, eps);
+    }
+    template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
+    auto operator()(const X& x) const {
+        return (*this)(xgrad::detail::module_input<T>(x));
+    }
+};
+
+// nn.RMSNorm over the last axis (normalized_shape = (C,)): weight ones; eps unset takes the machine
+// epsilon of T, as torch (Llama's configs give rms_norm_eps 1e-5 or 1e-6).
+template <Real T>
+struct RMSNorm {
+    BOOST_HANA_DEFINE_STRUCT(RMSNorm, (Var<T, 1>, weight));
+    std::optional<double> eps;
+
+    RMSNorm() = default;
+    explicit RMSNorm(std::size_t normalized_dim, std::optional<double> eps_ = std::nullopt, bool elementwise_affine = true)
+        : eps(eps_) {
+        if (normalized_dim == 0) throw value_error("RMSNorm: normalized_dim must be positive");
+        if (eps && !(*eps >= 0)) throw value_error("RMSNorm: eps must be >= 0, got " + std::to_string(*eps));
+        if (elementwise_affine) weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
+    }
+
+    template <std::size_t N>
+    Var<T, N> operator()(const Var<T, N>& x) const {
+        const double e = eps.value_or(std::numeric_limits<T>::epsilon());
+        return weight ? rms_norm(x, weight, e) : rms_norm(x, e);
     }
     template <class X>  // an expression (one node), or one readable error (nn/module.hpp)
     auto operator()(const X& x) const {

@@ -99,8 +99,11 @@ XGRAD_UNARY_OP(neg,     -x,                               X(-1))
 XGRAD_UNARY_OP(exp,     std::exp(x),                      std::exp(x))
 XGRAD_UNARY_OP(log,     std::log(x),                      1 / x)
 XGRAD_UNARY_OP(sqrt,    std::sqrt(x),                     X(0.5) / std::sqrt(x))
+XGRAD_UNARY_OP(rsqrt,   1 / std::sqrt(x),                 X(-0.5) / (x * std::sqrt(x)))
 XGRAD_UNARY_OP(tanh,    std::tanh(x),                     1 - std::tanh(x) * std::tanh(x))
 XGRAD_UNARY_OP(sigmoid, detail::sigmoid(x),               detail::sigmoid(x) * (1 - detail::sigmoid(x)))
+// SiLU (swish, Llama's MLP): x σ(x); d = σ + x σ (1 − σ).
+XGRAD_UNARY_OP(silu,    x * detail::sigmoid(x),           detail::sigmoid(x) * (1 + x * (1 - detail::sigmoid(x))))
 XGRAD_UNARY_OP(relu,    x < 0 ? X(0) : x,                 x > 0 ? X(1) : X(0))  // NaN stays NaN, as torch
 XGRAD_UNARY_OP(abs,     std::abs(x),                      x > 0 ? X(1) : (x < 0 ? X(-1) : X(0)))
 XGRAD_UNARY_OP(square,  x * x,                            2 * x)

@@ -1,10 +1,13 @@
-// Layer normalization over the last dimension (torch.nn.functional.layer_norm with
-// normalized_shape = (C,)): biased variance, optional affine weight γ (C) and bias β (C).
+// Normalization over the last dimension: layer_norm (torch.nn.functional.layer_norm with
+// normalized_shape = (C,): biased variance, optional affine weight γ (C) and bias β (C)) and
+// rms_norm (torch.nn.functional.rms_norm: no centering, the root mean square, optional weight γ),
+// one node for both.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,19 +40,21 @@ std::array<double, S> row_sums(std::size_t C, const F& f) {
     return out;
 }
 
-// x seen as (R, C) rows: x̂ = (x - μ) · rstd, rstd = 1/sqrt(var + eps), y = x̂ ⊙ γ + β.
+// x seen as (R, C) rows: x̂ = (x - μ) · rstd, rstd = 1/sqrt(var + eps), y = x̂ ⊙ γ + β; centered =
+// false (rms_norm) takes μ = 0 and the mean square for var, and has no β.
 // Forward reads a row twice: one pass for the mean and the variance, one to write y. The one-pass
 // moments are taken about the row's first element K (a value of the row, so (K − μ)² ≤ C · var and
 // the cancellation in var = (Σ(x−K)² − (Σ(x−K))²/C) / C costs at most C ulps relative, in double).
 // Backward takes its two row sums in one pass.
 template <Real T, std::size_t N>
-class LayerNormNode final : public OpNode<LayerNormNode<T, N>, T, N> {
+class NormNode final : public OpNode<NormNode<T, N>, T, N> {
 public:
     Var<T, N> x;  // x, weight and bias are held only when this node requires grad
     Var<T, 1> weight, bias;  // empty when not affine
     std::vector<double> mean, rstd;  // per row, in double as computed, cached for backward
+    bool centered = true;            // false: rms_norm
 
-    const char* op_name() const override { return "layer_norm"; }
+    const char* op_name() const override { return centered ? "layer_norm" : "rms_norm"; }
     auto inputs() { return std::tie(x, weight, bias); }
 
     // Work per element for parallel_for, in its unit (a GEMM's flop, about 0.01 ns on one core): the
@@ -70,13 +75,14 @@ public:
             for (std::size_t r = first; r < last; ++r) {
                 const T* xr = src + r * C;
                 T* yr = dst + r * C;
-                const double shift = xr[0];  // accumulate in double, as torch does for float on CPU
+                const double shift = centered ? double(xr[0]) : 0.0;  // accumulate in double
                 const auto [s1, s2] = row_sums<2>(C, [&](std::size_t c) {
                     const double d = double(xr[c]) - shift;
                     return std::array<double, 2>{d, d * d};
                 });
-                const double mu = shift + s1 / double(C);
-                const double var = std::max(0.0, (s2 - s1 * (s1 / double(C))) / double(C));
+                // rms_norm: μ = 0, var = mean(x²)
+                const double mu = centered ? shift + s1 / double(C) : 0.0;
+                const double var = centered ? std::max(0.0, (s2 - s1 * (s1 / double(C))) / double(C)) : s2 / double(C);
                 const double rs = 1.0 / std::sqrt(var + eps);
                 mean[r] = mu, rstd[r] = rs;
                 if (w && b)
@@ -125,12 +131,12 @@ public:
                 const T* gr = gy + r * C;
                 const double mu = mean[r], rs = rstd[r];
                 // dX̂ (C) = dY (C) ⊙ γ (C)
-                // dX (C) += rstd · (dX̂ − mean_c(dX̂) − x̂ ⊙ mean_c(dX̂ ⊙ x̂))
+                // dX (C) += rstd · (dX̂ − mean_c(dX̂) − x̂ ⊙ mean_c(dX̂ ⊙ x̂))   (rms_norm: no mean_c(dX̂))
                 const auto g = [&](std::size_t c) { return w ? double(gr[c]) * w[c] : double(gr[c]); };
                 auto [mean_g, mean_gx] = row_sums<2>(C, [&](std::size_t c) {
                     return std::array<double, 2>{g(c), g(c) * normalized(xr[c], mu, rs)};
                 });
-                mean_g /= double(C), mean_gx /= double(C);
+                mean_g = centered ? mean_g / double(C) : 0.0, mean_gx /= double(C);
                 T* gxr = gx + r * C;
                 for (std::size_t c = 0; c < C; ++c)
                     gxr[c] += static_cast<T>(rs * (g(c) - mean_g - normalized(xr[c], mu, rs) * mean_gx));
@@ -140,17 +146,19 @@ public:
 };
 
 template <Real T, std::size_t N>
-Var<T, N> layer_norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var<T, 1>& bias, double eps) {
-    static_assert(N >= 1, "xgrad: layer_norm needs an input of rank >= 1 (it normalizes the last axis)");
-    require_var(x, "layer_norm", "x");  // an empty weight or bias means none
+Var<T, N> norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var<T, 1>& bias, double eps, bool centered) {
+    static_assert(N >= 1, "xgrad: layer_norm and rms_norm need an input of rank >= 1 (they normalize the last axis)");
+    const std::string op = centered ? "layer_norm" : "rms_norm";
+    require_var(x, op.c_str(), "x");  // an empty weight or bias means none
     const std::size_t C = x.shape()[N - 1];
     for (const auto* p : {&weight, &bias})
         if (*p && p->shape()[0] != C)
-            throw shape_error(std::string("layer_norm: ") + (p == &weight ? "weight" : "bias") + " must have shape " +
+            throw shape_error(op + ": " + (p == &weight ? "weight" : "bias") + " must have shape " +
                               shape_str(std::array<std::size_t, 1>{C}) + " to match the last axis of x " +
                               shape_str(x.shape()) + ", got " + shape_str(p->shape()));
-    if (!(eps >= 0)) throw value_error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
-    return make_op<LayerNormNode<T, N>>(x.shape(), [&](auto& node) { node.forward(eps); }, x, weight, bias);
+    if (!(eps >= 0)) throw value_error(op + ": eps must be >= 0, got " + std::to_string(eps));
+    return make_op<NormNode<T, N>>(
+        x.shape(), [&](auto& node) { node.centered = centered, node.forward(eps); }, x, weight, bias);
 }
 
 }  // namespace detail
@@ -159,18 +167,37 @@ Var<T, N> layer_norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var
 // axis of x (…, C); weight and bias have shape (C). Biased variance, as torch.
 template <Real T, std::size_t N>
 Var<T, N> layer_norm(const Var<T, N>& x, const Var<T, 1>& weight, const Var<T, 1>& bias, double eps = 1e-5) {
-    return detail::layer_norm_impl(x, weight, bias, eps);
+    return detail::norm_impl(x, weight, bias, eps, true);
 }
 
 // layer_norm(x, eps): normalization only, no affine transform.
 template <Real T, std::size_t N>
 Var<T, N> layer_norm(const Var<T, N>& x, double eps = 1e-5) {
-    return detail::layer_norm_impl(x, Var<T, 1>{}, Var<T, 1>{}, eps);
+    return detail::norm_impl(x, Var<T, 1>{}, Var<T, 1>{}, eps, true);
 }
 
 template <LazyExpression E, class... Args>
 auto layer_norm(const E& e, const Args&... args) {
     return layer_norm(eval(e), args...);
+}
+
+// rms_norm(x, weight, eps): y = x / sqrt(mean(x²) + eps) · weight over the last axis of x (…, C);
+// weight has shape (C). As torch.nn.functional.rms_norm, and Llama's RMSNorm (which takes eps 1e-5
+// or 1e-6); torch's default eps is the machine epsilon of x's type.
+template <Real T, std::size_t N>
+Var<T, N> rms_norm(const Var<T, N>& x, const Var<T, 1>& weight, double eps = std::numeric_limits<T>::epsilon()) {
+    return detail::norm_impl(x, weight, Var<T, 1>{}, eps, false);
+}
+
+// rms_norm(x, eps): normalization only, no weight.
+template <Real T, std::size_t N>
+Var<T, N> rms_norm(const Var<T, N>& x, double eps = std::numeric_limits<T>::epsilon()) {
+    return detail::norm_impl(x, Var<T, 1>{}, Var<T, 1>{}, eps, false);
+}
+
+template <LazyExpression E, class... Args>
+auto rms_norm(const E& e, const Args&... args) {
+    return rms_norm(eval(e), args...);
 }
 
 }  // namespace xgrad
