@@ -20,6 +20,7 @@ DETAIL_CLOSE = re.compile(r"^\}\s*//\s*namespace\s+[\w:]*\bdetail\b")
 # What has no gradcheck of its own, and why.
 NO_GRADCHECK = {
     "additive_mask": "makes a mask (ops/mask.hpp): no gradient flows into a mask",
+    "rotary_tables": "makes rotary_embedding's constant cos and sin tables: no gradient flows into them",
     "gpt_loss": "nanoGPT's loss: cross_entropy with ignore_index -1, checked as GPT's loss",
     "linear_cross_entropy": "checked against linear then cross_entropy in tests/ops/linear_cross_entropy.cpp",
     "add_dropout": "dropout(x) + residual in one pass: checked as dropout's fused variant",

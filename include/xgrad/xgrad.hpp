@@ -23,6 +23,7 @@
 #include "xgrad/ops/linear_cross_entropy.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/norm.hpp"
+#include "xgrad/ops/rotary.hpp"
 #include "xgrad/ops/embedding.hpp"
 #include "xgrad/ops/hook_point.hpp"
 #include "xgrad/nn/module.hpp"

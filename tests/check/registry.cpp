@@ -45,6 +45,7 @@ TEST_CASE("registered gradchecks: shape") { check_family("shape"); }
 TEST_CASE("registered gradchecks: softmax") { check_family("softmax"); }
 TEST_CASE("registered gradchecks: loss") { check_family("loss"); }
 TEST_CASE("registered gradchecks: norm_dropout") { check_family("norm_dropout"); }
+TEST_CASE("registered gradchecks: rotary") { check_family("rotary"); }
 TEST_CASE("registered gradchecks: nn_layers") { check_family("nn_layers"); }
 TEST_CASE("registered gradchecks: attention") { check_family("attention"); }
 TEST_CASE("registered gradchecks: attention_flags 1/4") { check_family("attention_flags", 0, 4); }
