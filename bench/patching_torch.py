@@ -8,20 +8,18 @@ batches the corrupted row 256 patches a forward, as xgrad does.
 Usage: /usr/bin/python3 patching_torch.py NANOGPT L H C V T ROUNDS
   NANOGPT  a nanoGPT checkout or its fetched git mirror (model.py is read from it)
 Prints one JSON line: the median over ROUNDS of each, in ms."""
-import contextlib, io, json, os, subprocess, sys, tempfile, time
+import contextlib, io, json, os, sys, time
 
 src, L, H, C, V, T, rounds = sys.argv[1], *map(int, sys.argv[2:8])
 os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # before torch: one thread, really
 import torch
 torch.set_num_threads(1)
-path = os.path.join(src, "model.py")
-if not os.path.exists(path):
-    text = subprocess.run(["git", "-C", src, "show", "HEAD:model.py"], capture_output=True, text=True, check=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "model.py")
-    open(path, "w").write(text)
-sys.path.insert(0, os.path.dirname(path))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
+from reference_model import import_model  # noqa: E402
+
+model_py = import_model(src)
+GPT, GPTConfig = model_py.GPT, model_py.GPTConfig
 with contextlib.redirect_stdout(io.StringIO()):  # model.py prints the parameter count
-    from model import GPT, GPTConfig
     torch.manual_seed(0)
     m = GPT(GPTConfig(block_size=max(T, 64), vocab_size=V, n_layer=L, n_head=H, n_embd=C, dropout=0.0, bias=True))
 opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)

@@ -64,8 +64,11 @@ nn::GPTConfig parse_gpt2_config(const std::string& text, const std::string& sour
     c.n_layer = f.positive("n_layer"), c.n_head = f.positive("n_head"), c.n_embd = f.positive("n_embd");
     c.block_size = f.positive("n_positions"), c.vocab_size = f.positive("vocab_size");
     c.dropout = 0;  // the resid_pdrop, embd_pdrop and attn_pdrop of training are not kept
-    if (c.n_embd % c.n_head != 0)
-        f.fail("n_head", "(" + std::to_string(c.n_head) + ") must divide n_embd (" + std::to_string(c.n_embd) + ")");
+    if (c.n_embd % c.n_head != 0) {
+        std::string what = "is ";  // appended: g++ 12 -O3 takes "…" + std::string for an overlapping copy (-Wrestrict)
+        what += std::to_string(c.n_head) + ", which does not divide n_embd " + std::to_string(c.n_embd);
+        f.fail("n_head", what);
+    }
     if (const nlohmann::json* v = f.find("model_type"); v && *v != "gpt2")
         f.fail("model_type", "is " + Fields::shown(*v) + "; this reader takes GPT-2 (\"gpt2\")");
     c.gelu = nn::GeluForm::tanh;  // GPT2Config's default activation, "gelu_new"
