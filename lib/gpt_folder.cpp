@@ -4,12 +4,14 @@
 
 #include <vector>
 
-#include "json_unique.hpp"
+#include "json_fields.hpp"
 #include "xgrad/io/safetensors.hpp"
 
 namespace xgrad::io {
 
 namespace fs = std::filesystem;
+using detail::Fields;
+using detail::read_text;
 
 std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, const nn::GPTConfig& c) {
     const std::string source = path.string();
