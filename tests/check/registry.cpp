@@ -19,8 +19,8 @@ namespace {
 
 // One per file in checks/; a new family needs its test case below.
 const std::set<std::string> families{"elementwise", "reduce",    "linalg",    "shape",           "softmax",
-                                     "loss",        "norm_dropout", "nn_layers", "attention", "attention_flags",
-                                     "transformer", "gpt"};
+                                     "loss",        "norm_dropout", "rotary",    "nn_layers", "attention",
+                                     "attention_flags", "transformer", "gpt"};
 
 // The family's cases, or every `parts`-th of them from the `part`-th (0-based): a family too slow for
 // one test case under the sanitizers is walked by several, which meson runs as tests of their own.
