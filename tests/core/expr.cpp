@@ -95,6 +95,14 @@ TEST_CASE("a leaf used twice accumulates both paths") {
     CHECK(x.grad() == T1{7.0, -3.0});
 }
 
+TEST_CASE("backward from a scalar expression of Vars: a loss written as a sum of terms") {
+    auto x = parameter(T1{3.0, -2.0});
+    auto y = parameter(T1{1.0, 2.0});
+    backward(sum(x * x) + sum(x * y) * 2.0);  // d/dx = 2x + 2y, d/dy = 2x
+    CHECK(x.grad() == T1{8.0, 0.0});
+    CHECK(y.grad() == T1{6.0, -4.0});
+}
+
 TEST_CASE("float expressions compute in float") {
     auto a = constant(xt::xtensor<float, 1>{1.0f, 4.0f});
     Var<float, 1> y = sqrt(a) * 2.0;  // the double literal becomes a float constant

@@ -359,6 +359,12 @@ Var<typename E::value_type, E::rank> eval(const E& e) {
     }
 }
 
+// backward from an expression (a loss written as `sum(a) + sum(b)`): materialized, then as a Var.
+template <LazyExpression E>
+void backward(const E& loss, const BackwardOptions& options = {}) {
+    backward(eval(loss), options);
+}
+
 // eval has one meaning: materializing an expression. A model is switched to evaluation by
 // set_training(model, false) (nn/module.hpp).
 template <class X>
