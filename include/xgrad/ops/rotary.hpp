@@ -71,16 +71,18 @@ public:
     void each_pair(const F& turn) const {
         const auto& shape = x.shape();
         const std::size_t B = shape[0], L = shape[1], H = shape[2], D = shape[3], half = D / 2;
+        // pair i: elements (i·step, i·step + apart) of a head's row
+        const bool interleaved = style == RotaryStyle::interleaved;
+        const std::size_t step = interleaved ? 2 : 1, apart = interleaved ? 1 : half;
         for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t t = 0; t < L; ++t)
+            for (std::size_t t = 0; t < L; ++t) {
+                const T* c = cos.data() + t * half;
+                const T* s = sin.data() + t * half;
                 for (std::size_t h = 0; h < H; ++h) {
                     const std::size_t row = ((b * L + t) * H + h) * D;
-                    for (std::size_t i = 0; i < half; ++i) {
-                        const std::size_t first = style == RotaryStyle::interleaved ? 2 * i : i;
-                        const std::size_t second = style == RotaryStyle::interleaved ? 2 * i + 1 : i + half;
-                        turn(row + first, row + second, cos(t, i), sin(t, i));
-                    }
+                    for (std::size_t i = 0; i < half; ++i) turn(row + i * step, row + i * step + apart, c[i], s[i]);
                 }
+            }
     }
 
     void forward() {
