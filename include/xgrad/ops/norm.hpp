@@ -148,15 +148,15 @@ public:
 template <Real T, std::size_t N>
 Var<T, N> norm_impl(const Var<T, N>& x, const Var<T, 1>& weight, const Var<T, 1>& bias, double eps, bool centered) {
     static_assert(N >= 1, "xgrad: layer_norm and rms_norm need an input of rank >= 1 (they normalize the last axis)");
-    const std::string op = centered ? "layer_norm" : "rms_norm";
-    require_var(x, op.c_str(), "x");  // an empty weight or bias means none
+    const char* op = centered ? "layer_norm" : "rms_norm";
+    require_var(x, op, "x");  // an empty weight or bias means none
     const std::size_t C = x.shape()[N - 1];
     for (const auto* p : {&weight, &bias})
         if (*p && p->shape()[0] != C)
-            throw shape_error(op + ": " + (p == &weight ? "weight" : "bias") + " must have shape " +
+            throw shape_error(std::string(op) + ": " + (p == &weight ? "weight" : "bias") + " must have shape " +
                               shape_str(std::array<std::size_t, 1>{C}) + " to match the last axis of x " +
                               shape_str(x.shape()) + ", got " + shape_str(p->shape()));
-    if (!(eps >= 0)) throw value_error(op + ": eps must be >= 0, got " + std::to_string(eps));
+    if (!(eps >= 0)) throw value_error(std::string(op) + ": eps must be >= 0, got " + std::to_string(eps));
     return make_op<NormNode<T, N>>(
         x.shape(), [&](auto& node) { node.centered = centered, node.forward(eps); }, x, weight, bias);
 }
