@@ -1,4 +1,5 @@
-// Gradient checks for scaled_dot_product_attention (every mask kind, scale, dropout, with weights)
+// Gradient checks for scaled_dot_product_attention (every mask kind, scale, dropout, with weights,
+// grouped-query)
 // and two nn::MultiheadAttention cases the flag sweep (attention_flags.cpp) does not cover.
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,18 @@ const RegisterGradchecks registered_attention{"attention", {
              g.manual_seed(3);
              return scaled_dot_product_attention(q, k, v, no_mask, 0.4, false, std::nullopt, &g);
          }, randn<3>({2, 3, 4}, 6), randn<3>({2, 5, 4}, 7), randn<3>({2, 5, 2}, 8));
+     }},
+    {"scaled_dot_product_attention", "(2,4,3,4)x(2,2,5,4)x(2,2,5,4) enable_gqa, causal",
+     [] {
+         return gradcheck([](const auto& q, const auto& k, const auto& v) {
+             return scaled_dot_product_attention(q, k, v, no_mask, 0.0, true, std::nullopt, nullptr, true);
+         }, randn<4>({2, 4, 3, 4}, 1), randn<4>({2, 2, 5, 4}, 2), randn<4>({2, 2, 5, 4}, 3));
+     }},
+    {"scaled_dot_product_attention", "(1,3,3,4)x(1,1,5,4)x(1,1,5,2) enable_gqa (multi-query), Ev != E",
+     [] {
+         return gradcheck([](const auto& q, const auto& k, const auto& v) {
+             return scaled_dot_product_attention(q, k, v, no_mask, 0.0, false, std::nullopt, nullptr, true);
+         }, randn<4>({1, 3, 3, 4}, 1), randn<4>({1, 1, 5, 4}, 2), randn<4>({1, 1, 5, 2}, 3));
      }},
     {"scaled_dot_product_attention_with_weights", "(2,3,4)x(2,5,4)x(2,5,3) causal, output and weights",
      [] {

@@ -1,5 +1,5 @@
 // Gradient checks for the embedding op and the nn layers (Linear, Embedding, LayerNorm, RMSNorm,
-// Dropout, PositionalEncoding), alone and composed; a module's parameters enter as one flat input
+// SwiGLU, Dropout, PositionalEncoding), alone and composed; a module's parameters enter as one flat input
 // (xgrad/check/module_check.hpp).
 #include <cstdint>
 
@@ -72,6 +72,13 @@ const RegisterGradchecks registered_nn_layers{"nn_layers", {
      [] {
          nn::RMSNorm<double> norm(5, std::nullopt, false);
          return gradcheck([&](auto& x) { return norm(x); }, randn<2>({3, 5}, 52));
+     }},
+    {"SwiGLU", "module 4 -> 6 -> 4 on (2,3,4), w.r.t. x and w1, w2, w3",
+     [] {
+         Generator gen(53);
+         nn::SwiGLU<double> ffn(4, 6, gen);
+         return gradcheck([&](auto& flat, auto& x) { return with_flat_parameters(ffn, flat)(x); },
+                          flatten_parameters(ffn), randn<3>({2, 3, 4}, 54));
      }},
     {"PositionalEncoding", "(2,3,4) batch first -> linear(4,3)",
      [] {

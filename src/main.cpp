@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     setup_export(*app.add_subcommand(
         "export", "convert a GPT between a train gpt checkpoint, a nanoGPT .npz, a model folder and an llm.c .bin"));
     setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
+    setup_llama(*app.add_subcommand("llama", "run a Llama (llama2.c's files) forward/backward on .npy files"));
     setup_patch(*app.add_subcommand(
         "patch", "activation and attribution patching, logit lens, direct logit attribution, integrated gradients of a GPT"));
     setup_heads(*app.add_subcommand(

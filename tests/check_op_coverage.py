@@ -27,12 +27,13 @@ NO_GRADCHECK = {
     "attend": "the attention entry of MultiheadAttention: checked through MultiheadAttention and sdpa",
     "GPTBlock": "checked as GPT", "GPTMLP": "checked as GPT",
     "GPTSelfAttention": "checked as GPT", "GPTTransformer": "checked as GPT",
+    "LlamaAttention": "checked as Llama", "LlamaBlock": "checked as Llama",
     "DetrTransformer": "its stacks are checked (TransformerEncoder, TransformerDecoder) and parity in tests/nn/detr.cpp",
 }
 # Ops documented on a page of their own instead of docs/ops.md.
 ELSEWHERE = {"additive_mask": "docs/masking.md"}
 # The modules' own parts, documented with the module.
-PARTS = {"GPTBlock", "GPTMLP", "GPTSelfAttention", "GPTTransformer"}
+PARTS = {"GPTBlock", "GPTMLP", "GPTSelfAttention", "GPTTransformer", "LlamaAttention", "LlamaBlock"}
 
 
 def public_ops(root):

@@ -31,7 +31,8 @@
 #include "xgrad/kernels/softmax.hpp"
 #include "xgrad/nn/transformer.hpp"
 #include "xgrad/nn/gpt.hpp"
-#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/nn/generate.hpp"
+#include "xgrad/nn/llama.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/embedding.hpp"
 #include "xgrad/ops/linalg.hpp"
@@ -170,10 +171,10 @@
         const Var<T, 2>&, const Var<T, 2>&, const Var<T, 2>&, const nn::MhaForwardOptions<T>&) const;                 \
     EXTERN template Var<T, 3> scaled_dot_product_attention<T, 3>(const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, \
                                                                  no_mask_t, double, bool, std::optional<double>,      \
-                                                                 Generator*);                                         \
+                                                                 Generator*, bool);                                   \
     EXTERN template Var<T, 4> scaled_dot_product_attention<T, 4>(const Var<T, 4>&, const Var<T, 4>&, const Var<T, 4>&, \
                                                                  no_mask_t, double, bool, std::optional<double>,      \
-                                                                 Generator*);                                         \
+                                                                 Generator*, bool);                                   \
     EXTERN template struct nn::Linear<T>;                                                                             \
     XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 1)                                                                       \
     XGRAD_DETAIL_PRECOMPILED_INIT(EXTERN, T, 2)                                                                       \
@@ -209,8 +210,15 @@
     EXTERN template Var<T, 0> linear_cross_entropy<T, 3>(const Var<T, 3>&, const Var<T, 2>&,                        \
                                                          const xt::xtensor<std::int64_t, 2>&,                         \
                                                          const LinearCrossEntropyOptions&);                           \
-    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<T>(const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, \
-                                                                 std::size_t, Generator&, const nn::GenerateOptions&);
+    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::GPT<T>>(                                           \
+        const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
+
+// nn::Llama: construction, forward (training and cached), loss and sampling.
+#define XGRAD_PRECOMPILED_LLAMA(EXTERN, T)                                                                     \
+    EXTERN template struct nn::LlamaAttention<T>;                                                              \
+    EXTERN template struct nn::Llama<T>;                                                                       \
+    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::Llama<T>>(                                   \
+        const nn::Llama<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
 
 // The optimizers' update loops and checks, and gradient clipping.
 #define XGRAD_PRECOMPILED_OPTIM(EXTERN, T)                                          \
@@ -253,6 +261,8 @@ XGRAD_PRECOMPILED_TRANSFORMER(extern, float)
 XGRAD_PRECOMPILED_TRANSFORMER(extern, double)
 XGRAD_PRECOMPILED_GPT(extern, float)
 XGRAD_PRECOMPILED_GPT(extern, double)
+XGRAD_PRECOMPILED_LLAMA(extern, float)
+XGRAD_PRECOMPILED_LLAMA(extern, double)
 XGRAD_PRECOMPILED_OPTIM(extern, float)
 XGRAD_PRECOMPILED_OPTIM(extern, double)
 }  // namespace xgrad

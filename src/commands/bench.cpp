@@ -27,6 +27,7 @@
 #include "commands/distributed.hpp"
 #include "workloads/alloc_count.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/llama.hpp"
 #include "workloads/mha.hpp"
 #include "workloads/transformer.hpp"
 
@@ -37,6 +38,7 @@ struct BenchOptions {
     std::string model = "mha";
     bench::MhaConfig config;
     std::size_t ffn = 2048, layers = 1, vocab = 50257;
+    std::optional<std::size_t> kv_heads;  // llama: default --heads
     double dropout = 0.1;
     std::string dtype = "float32";
     int threads = 1;
@@ -46,12 +48,12 @@ struct BenchOptions {
     nn::AttentionPath attention = nn::AttentionPath::automatic;
 };
 
-// The attention path a workload's calls run (mha: key padding; gpt: causal; no weights returned,
+// The attention path a workload's calls run (mha: key padding; gpt, llama: causal; no weights returned,
 // no dropout on them).
 std::string attention_path_run(const BenchOptions& o, std::size_t batch) {
     const std::size_t L = o.config.seq;
     return nn::path_name(nn::detail::choose_path(o.attention, {.heads = batch * o.config.heads, .queries = L, .keys = L,
-                                                               .causal = o.model == "gpt",
+                                                               .causal = o.model == "gpt" || o.model == "llama",
                                                                .bfloat16 = o.dtype == "bfloat16"}));
 }
 
@@ -172,6 +174,20 @@ int run(const BenchOptions& o) {
         print_line(line, dp);
         return 0;
     }
+    if (o.model == "llama") {
+        const std::size_t kv_heads = o.kv_heads.value_or(c.heads);
+        bench::LlamaWorkload<T> workload({o.layers, c.heads, kv_heads, c.embed, o.vocab, my_batch, c.seq, o.attention});
+        const auto [t, dp] = time_data_parallel<T>(o, ctx, workload, workload.module());
+        if (!ctx.is_root()) return 0;
+        nlohmann::ordered_json line = {
+            {"impl", "xgrad"}, {"model", "llama"}, {"L", o.layers}, {"H", c.heads}, {"KV", kv_heads}, {"C", c.embed},
+            {"V", o.vocab}, {"B", c.batch}, {"T", c.seq}, {"dtype", o.dtype}, {"threads", o.threads}, {"steps", o.steps},
+            {"median_us", t.median_us}, {"gflops", workload.flops() / t.median_us * 1e-3},
+            {"peak_rss_mb", peak_rss_mb()}, {"allocs_per_step", allocs_json(t)}, {"last_loss", t.loss},
+            {"attention", attention_path_run(o, my_batch)}};
+        print_line(line, dp);
+        return 0;
+    }
     if (o.model != "mha") {
         bench::TransformerWorkload<T> workload({o.model, my_batch, c.seq, c.embed, c.heads, o.ffn, o.layers, o.dropout});
         const auto [t, dp] =
@@ -209,17 +225,20 @@ void setup_bench(CLI::App& cmd) {
     static BenchOptions o;
     cmd.add_option("--model", o.model,
                    "mha (one MultiheadAttention step), encoder_layer, transformer, masked_encoder (3DETR's "
-                   "per-layer masks) or gpt (a GPT step: --layers, --heads, --embed, --vocab, --batch, --seq)")
-        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder", "gpt"}));
+                   "per-layer masks), gpt (a GPT step: --layers, --heads, --embed, --vocab, --batch, --seq) or llama "
+                   "(a Llama step: the same and --kv-heads)")
+        ->check(CLI::IsMember({"mha", "encoder_layer", "transformer", "masked_encoder", "gpt", "llama"}));
     cmd.add_option("--batch", o.config.batch, "B")->check(between(1, 4096));
     cmd.add_option("--seq", o.config.seq, "L (query and key length)")->check(between(1, 65536));
     cmd.add_option("--embed", o.config.embed, "E")->check(between(1, 65536));
     cmd.add_option("--heads", o.config.heads, "H (must divide E)")->check(between(1, 65536));
     cmd.add_option("--ffn", o.ffn, "dim_feedforward (encoder_layer, transformer, masked_encoder)")
         ->check(between(1, 1 << 20));
-    cmd.add_option("--vocab", o.vocab, "vocabulary (gpt)")->check(between(1, 1 << 24));
+    cmd.add_option("--vocab", o.vocab, "vocabulary (gpt, llama)")->check(between(1, 1 << 24));
+    cmd.add_option("--kv-heads", o.kv_heads, "key/value heads (llama; must divide --heads; default: --heads)")
+        ->check(between(1, 65536));
     cmd.add_option("--layers", o.layers,
-                   "encoder and decoder layers each (transformer); encoder layers (masked_encoder); blocks (gpt)")
+                   "encoder and decoder layers each (transformer); encoder layers (masked_encoder); blocks (gpt, llama)")
         ->check(between(1, 64));
     cmd.add_option("--dropout", o.dropout, "dropout in training mode (encoder_layer, transformer, masked_encoder)")
         ->check(between(0, 1));
@@ -245,6 +264,9 @@ void setup_bench(CLI::App& cmd) {
             if (o.model != "mha" && o.config.embed % o.config.heads != 0)
                 throw value_error("--heads " + std::to_string(o.config.heads) + " must divide --embed " +
                                   std::to_string(o.config.embed));
+            if (o.kv_heads && (o.model != "llama" || o.config.heads % *o.kv_heads != 0))
+                throw value_error("--kv-heads " + std::to_string(*o.kv_heads) + " is for --model llama and must divide --heads " +
+                                  std::to_string(o.config.heads));
             set_num_threads(std::size_t(o.threads));
             if (o.dtype == "float64") return run<double>(o);
             std::optional<Autocast> autocast;  // throws where bfloat16 matmuls cannot run natively

@@ -22,6 +22,7 @@ void setup_sample(CLI::App& cmd);
 void setup_tokenize(CLI::App& cmd);
 void setup_export(CLI::App& cmd);
 void setup_gpt(CLI::App& cmd);
+void setup_llama(CLI::App& cmd);
 void setup_patch(CLI::App& cmd);
 void setup_heads(CLI::App& cmd);
 void setup_explore(CLI::App& cmd);

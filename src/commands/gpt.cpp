@@ -1,14 +1,18 @@
 // `xgrad gpt --from IN --to OUT`: one forward and backward of a GPT stored as nanoGPT's files (the
-// folder format of study/gpt_files.hpp). Writes OUT/logits.npy (B, T, vocab_size), OUT/loss.npy ()
-// (nanoGPT's mean cross-entropy) and OUT/grad.<name>.npy for every parameter (both tied names). Bad
-// input: one line naming the file or field, exit status 2, nothing written. `--model DIR` takes the
-// model from a GPT-2 folder in Hugging Face's layout instead; IN then needs idx.npy and targets.npy only.
+// folder format of study/gpt_files.hpp); `xgrad llama --from IN --to OUT` the same of a Llama stored
+// as llama2.c's (study/llama_files.hpp). Writes OUT/logits.npy (B, T, vocab_size), OUT/loss.npy ()
+// (the mean cross-entropy, target -1 ignored) and OUT/grad.<name>.npy for every parameter (both
+// tied names). Bad input: one line naming the file or field, exit status 2, nothing written. `xgrad
+// gpt --model DIR` takes the model from a GPT-2 folder in Hugging Face's layout instead; IN then
+// needs idx.npy and targets.npy only.
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include "commands/commands.hpp"
 #include "study/gpt_files.hpp"
+#include "study/llama_files.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/npy.hpp"
 
@@ -17,10 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <Real T>
-std::map<std::string, io::NpyArray> forward_backward(const nn::GPT<T>& model, const GptFiles& f) {
-    const Var<T, 3> logits = model(f.idx);
-    const Var<T, 0> loss = nn::gpt_loss(logits, f.targets);
+template <class Model>
+std::map<std::string, io::NpyArray> forward_backward(const Model& model, const xt::xtensor<std::int64_t, 2>& idx,
+                                                     const xt::xtensor<std::int64_t, 2>& targets) {
+    using T = typename Model::value_type;
+    const Var<T, 3> logits = model(idx);
+    const Var<T, 0> loss = nn::gpt_loss(logits, targets);  // nanoGPT's and model.py's loss alike
     backward(loss);
     std::map<std::string, io::NpyArray> files{{"logits", io::NpyArray::from(logits.value())},
                                               {"loss", io::NpyArray::from(loss.value())}};
@@ -30,10 +36,12 @@ std::map<std::string, io::NpyArray> forward_backward(const nn::GPT<T>& model, co
     return files;
 }
 
-void run_gpt(const fs::path& in, const fs::path& out, const std::string& model_dir) {
+// read() gives the model (a variant over float and double) and its idx and targets
+template <class Read>
+void run(const fs::path& out, const Read& read) {
     io::StagingDir::check_target(out);
-    const GptFiles f = model_dir.empty() ? read_gpt_files(in) : read_gpt_files(in, model_dir);
-    const auto files = std::visit([&](const auto& model) { return forward_backward(model, f); }, f.model);
+    const auto f = read();
+    const auto files = std::visit([&](const auto& model) { return forward_backward(model, f.idx, f.targets); }, f.model);
     io::StagingDir stage(out);
     for (const auto& [name, a] : files) io::write_npy(stage.file(name + ".npy"), a);
     stage.commit();
@@ -52,7 +60,21 @@ void setup_gpt(CLI::App& cmd) {
         ->check(CLI::ExistingDirectory);
     cmd.callback([] {
         selected_action() = [] {  // errors: one line and status 2, from main
-            run_gpt(from, to, model);
+            run(to, [&] { return model.empty() ? read_gpt_files(from) : read_gpt_files(from, model); });
+            return 0;
+        };
+    });
+}
+
+void setup_llama(CLI::App& cmd) {
+    static std::string from, to;
+    cmd.add_option("--from", from, "input directory: config.json (llama2.c's ModelArgs), the parameters under model.py's "
+                                   "names, idx.npy and targets.npy")
+        ->required();
+    cmd.add_option("--to", to, "output directory (created; files are replaced)")->required();
+    cmd.callback([] {
+        selected_action() = [] {  // errors: one line and status 2, from main
+            run(to, [&] { return read_llama_files(from); });
             return 0;
         };
     });

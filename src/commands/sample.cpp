@@ -1,11 +1,14 @@
-// `xgrad sample --checkpoint FILE`: text from a GPT, streamed token by token as nanoGPT's sample.py
-// prints it (with a key/value cache: each token costs one position's work). FILE is a `train gpt`
-// checkpoint.npz (its tokenizer inside), a nanoGPT state dict .npz with --vocab-text (the text its
-// character vocabulary was built from) and --n_head, or an llm.c model .bin (GPT-2's BPE ids: printed
-// as numbers, the prompt given with --prompt-ids). `--model DIR` takes a folder in Hugging Face's
+// `xgrad sample --checkpoint FILE`: text from a GPT or a Llama, streamed token by token as nanoGPT's
+// sample.py prints it (with a key/value cache: each token costs one position's work). FILE is a
+// `train gpt` checkpoint.npz (its tokenizer inside), a nanoGPT state dict .npz with --vocab-text (the
+// text its character vocabulary was built from) and --n_head, an llm.c model .bin (GPT-2's BPE ids),
+// or a llama2.c checkpoint .bin (the file run.c reads); the last two without a tokenizer print ids
+// as numbers and take the prompt as --prompt-ids. `--model DIR` takes a folder in Hugging Face's
 // GPT-2 layout (io/gpt_folder.hpp) instead, its BPE tokenizer inside. --temperature 0 is greedy;
 // --print-ids prints the generated ids only, comma-separated, on one line.
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,7 +17,8 @@
 
 #include "commands/commands.hpp"
 #include "tasks/gpt.hpp"
-#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/io/llama2c.hpp"
+#include "xgrad/nn/generate.hpp"
 
 namespace xgrad::cli {
 namespace {
@@ -48,34 +52,38 @@ gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
     return m;
 }
 
-int sample(const SampleOptions& o) {
-    set_num_threads(std::size_t(o.threads));
-    if (o.checkpoint.empty() == o.model.empty()) throw value_error("give --checkpoint FILE or --model DIR (one of them)");
-    // a model folder, an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
-    const bool known = !o.model.empty() || o.checkpoint.ends_with(".bin");
-    gpt_task::LoadedModel m = known || !io::read_checkpoint_config(o.checkpoint).empty()
-                                  ? gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model)
-                                  : load_nanogpt(o);
+// Whether FILE is llama2.c's checkpoint: a .bin that does not start with llm.c's magic number.
+bool is_llama2c(const std::string& file) {
+    if (!file.ends_with(".bin")) return false;
+    std::int32_t first = 0;
+    std::ifstream(file, std::ios::binary).read(reinterpret_cast<char*>(&first), sizeof(first));
+    return first != io::detail::llmc_magic;
+}
+
+// o.samples samples from `model` (a CachedDecoder), drawing ids below usable_vocab; the text through
+// `tokenizer` when there is one, else ids.
+template <class Model>
+int sample_from(const Model& model, const text::Tokenizer* tokenizer, std::size_t usable_vocab, const SampleOptions& o) {
     std::vector<std::int64_t> start;
     if (!o.prompt_ids.empty()) {
         std::stringstream in(o.prompt_ids);
         for (std::string id; std::getline(in, id, ',');) start.push_back(std::stoll(id));
         for (const auto id : start)
-            if (id < 0 || std::size_t(id) >= m.usable_vocab)
-                throw value_error(fmt::format("--prompt-ids: {} is outside the vocabulary of {}", id, m.usable_vocab));
-    } else if (m.tokenizer) {
-        start = m.tokenizer->encode(o.prompt, "--prompt");
+            if (id < 0 || std::size_t(id) >= usable_vocab)
+                throw value_error(fmt::format("--prompt-ids: {} is outside the vocabulary of {}", id, usable_vocab));
+    } else if (tokenizer) {
+        start = tokenizer->encode(o.prompt, "--prompt");
     } else {
-        throw value_error(o.checkpoint + ": an llm.c model has GPT-2's BPE vocabulary; give the prompt as --prompt-ids");
+        throw value_error(o.checkpoint + ": this model file holds no tokenizer; give the prompt as --prompt-ids");
     }
     if (start.empty()) throw value_error("--prompt: empty; give at least one character");
     xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
     std::copy(start.begin(), start.end(), prompt.data());
     Generator gen(o.seed);
-    nn::GenerateOptions g{.temperature = o.temperature, .top_k = std::size_t(o.top_k), .vocab_size = m.usable_vocab};
+    nn::GenerateOptions g{.temperature = o.temperature, .top_k = std::size_t(o.top_k), .vocab_size = usable_vocab};
     if (o.print_ids) {  // each sample's new ids, one line each
         for (int k = 0; k < o.samples; ++k) {
-            const auto out = nn::generate(m.model, prompt, std::size_t(o.tokens), gen, g);
+            const auto out = nn::generate(model, prompt, std::size_t(o.tokens), gen, g);
             std::string line;
             for (std::size_t t = start.size(); t < out.shape()[1]; ++t)
                 line += (t > start.size() ? "," : "") + std::to_string(out(0, t));
@@ -85,21 +93,40 @@ int sample(const SampleOptions& o) {
     }
     for (int k = 0; k < o.samples; ++k) {
         std::string shown;  // tokens are printed as they come (a byte token may end a UTF-8 character later)
-        if (m.tokenizer) shown = m.tokenizer->decode(start);
+        if (tokenizer) shown = tokenizer->decode(start);
         else for (const auto id : start) shown += fmt::format("{} ", id);
         fmt::print("{}", shown);
         std::fflush(stdout);
         g.on_token = [&](std::size_t, const std::vector<std::int64_t>& t) {
             std::string piece;
-            if (m.tokenizer) m.tokenizer->append(piece, t[0]);
+            if (tokenizer) tokenizer->append(piece, t[0]);
             else piece = fmt::format("{} ", t[0]);
             fmt::print("{}", piece);
             std::fflush(stdout);
         };
-        nn::generate(m.model, prompt, std::size_t(o.tokens), gen, g);
+        nn::generate(model, prompt, std::size_t(o.tokens), gen, g);
         fmt::print("\n{}", k + 1 < o.samples ? "---------------\n" : "");
     }
     return 0;
+}
+
+int sample(const SampleOptions& o) {
+    set_num_threads(std::size_t(o.threads));
+    if (o.checkpoint.empty() == o.model.empty()) throw value_error("give --checkpoint FILE or --model DIR (one of them)");
+    if (is_llama2c(o.checkpoint)) {
+        const io::Llama2cFile f = io::read_llama2c(o.checkpoint);
+        Generator gen(0);
+        nn::Llama<float> model(f.config, gen);
+        io::load_llama2c(model, f);
+        set_training(model, false);
+        return sample_from(model, nullptr, f.config.vocab_size, o);
+    }
+    // a model folder, an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
+    const bool known = !o.model.empty() || o.checkpoint.ends_with(".bin");
+    const gpt_task::LoadedModel m = known || !io::read_checkpoint_config(o.checkpoint).empty()
+                                        ? gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model)
+                                        : load_nanogpt(o);
+    return sample_from(m.model, m.tokenizer ? &*m.tokenizer : nullptr, m.usable_vocab, o);
 }
 
 }  // namespace
@@ -107,14 +134,15 @@ int sample(const SampleOptions& o) {
 void setup_sample(CLI::App& cmd) {
     static SampleOptions o;
     auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint,
-                                      "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, or an llm.c .bin")
+                                      "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, an llm.c .bin or a "
+                                      "llama2.c checkpoint .bin")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
                                        "merges.txt), instead of --checkpoint (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(checkpoint);
     cmd.add_option("--prompt", o.prompt, "the text to continue");
-    cmd.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids, comma-separated (llm.c models)");
+    cmd.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids, comma-separated (llm.c and llama2.c files)");
     cmd.add_option("--tokens", o.tokens, "new tokens per sample")->check(between(1, 1000000));
     cmd.add_option("--samples", o.samples, "how many samples")->check(between(1, 10000));
     cmd.add_option("--temperature", o.temperature, "logits are divided by it (< 1: more likely tokens; 0: greedy)")

@@ -22,7 +22,7 @@
 #include "tasks/gpt.hpp"
 #include "study/plot.hpp"
 #include "commands/train_common.hpp"
-#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/nn/generate.hpp"
 #include "xgrad/ops/autocast.hpp"
 #include "xgrad/optim/clip.hpp"
 #include "xgrad/optim/schedule.hpp"

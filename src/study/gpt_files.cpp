@@ -34,19 +34,7 @@ nn::GPTConfig read_gpt_config(const fs::path& path) {
 
 xt::xtensor<std::int64_t, 2> read_gpt_ids(const fs::path& in, const std::string& name, const nn::GPTConfig& c,
                                           bool targets) {
-    const NpyArray a = *read_input(in, name);
-    if (a.dtype != Dtype::int64) throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + ", expected int64");
-    if (a.shape.size() != 2 || a.shape[0] == 0 || a.shape[1] == 0 || a.shape[1] > c.block_size)
-        throw io_error(a.source + ": has shape " + shape_str(a.shape) + ", expected (B, T) with 1 <= T <= block_size " +
-                       std::to_string(c.block_size));
-    auto ids = a.as<std::int64_t, 2>();
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-        const std::int64_t v = ids.data()[k];
-        if ((v < 0 && !(targets && v == -1)) || v >= std::int64_t(c.vocab_size))
-            throw io_error(a.source + ": element " + std::to_string(k) + " is " + std::to_string(v) + ", outside [" +
-                           (targets ? "-1 (ignored), 0" : "0") + ", " + std::to_string(c.vocab_size) + ")");
-    }
-    return ids;
+    return read_token_ids(in, name, c.block_size, "block_size", c.vocab_size, targets);
 }
 
 namespace {
@@ -73,11 +61,7 @@ nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::str
 
 // IN/idx.npy and IN/targets.npy for a model of config c
 std::pair<xt::xtensor<std::int64_t, 2>, xt::xtensor<std::int64_t, 2>> read_inputs(const fs::path& in, const nn::GPTConfig& c) {
-    auto idx = read_gpt_ids(in, "idx", c, false), targets = read_gpt_ids(in, "targets", c, true);
-    if (idx.shape() != targets.shape())
-        throw io_error((in / "targets.npy").string() + ": has shape " + shape_str(targets.shape()) + ", idx.npy has " +
-                       shape_str(idx.shape()));
-    return {std::move(idx), std::move(targets)};
+    return read_idx_targets(in, c.block_size, "block_size", c.vocab_size);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // Every field is required; unknown fields, wrong JSON types and inconsistent values are io_errors
 // naming the file and the field.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,13 @@ public:
         if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 40))
             fail(field, "must be a positive integer, got " + shown(v));
         return std::size_t(v.get<long long>());
+    }
+    // The field is there and not null.
+    bool has(const std::string& field) const { return j_.contains(field) && !j_.at(field).is_null(); }
+    double number(const std::string& field) const {
+        const auto& v = get(field);
+        if (!v.is_number() || !std::isfinite(v.get<double>())) fail(field, "must be a finite number, got " + shown(v));
+        return v.get<double>();
     }
     std::optional<std::size_t> positive_or_null(const std::string& field) const {
         if (get(field).is_null()) return std::nullopt;

@@ -4,9 +4,11 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xgrad/io/npy.hpp"
@@ -34,6 +36,36 @@ inline void expect_shape(const NpyArray& a, const std::vector<std::size_t>& want
 inline void expect_finite(const NpyArray& a, bool allow_minus_inf = false) {
     if (const auto bad = a.first_nonfinite(allow_minus_inf))
         throw io_error(a.source + ": " + *bad + "; inputs must be finite");
+}
+
+// IN/<name>.npy as token ids: int64 (B, T) with 1 <= T <= positions (the model's `limit`, named
+// in the message) and every id in [0, vocab) (targets: -1, ignored, too).
+inline xt::xtensor<std::int64_t, 2> read_token_ids(const fs::path& in, const std::string& name, std::size_t positions,
+                                                   const char* limit, std::size_t vocab, bool targets) {
+    const NpyArray a = *read_input(in, name);
+    if (a.dtype != Dtype::int64) throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + ", expected int64");
+    if (a.shape.size() != 2 || a.shape[0] == 0 || a.shape[1] == 0 || a.shape[1] > positions)
+        throw io_error(a.source + ": has shape " + shape_str(a.shape) + ", expected (B, T) with 1 <= T <= " + limit + " " +
+                       std::to_string(positions));
+    auto ids = a.as<std::int64_t, 2>();
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        const std::int64_t v = ids.data()[k];
+        if ((v < 0 && !(targets && v == -1)) || v >= std::int64_t(vocab))
+            throw io_error(a.source + ": element " + std::to_string(k) + " is " + std::to_string(v) + ", outside [" +
+                           (targets ? "-1 (ignored), 0" : "0") + ", " + std::to_string(vocab) + ")");
+    }
+    return ids;
+}
+
+// IN/idx.npy and IN/targets.npy (read_token_ids), of one shape.
+inline std::pair<xt::xtensor<std::int64_t, 2>, xt::xtensor<std::int64_t, 2>> read_idx_targets(
+    const fs::path& in, std::size_t positions, const char* limit, std::size_t vocab) {
+    auto idx = read_token_ids(in, "idx", positions, limit, vocab, false);
+    auto targets = read_token_ids(in, "targets", positions, limit, vocab, true);
+    if (idx.shape() != targets.shape())
+        throw io_error((in / "targets.npy").string() + ": has shape " + shape_str(targets.shape()) + ", idx.npy has " +
+                       shape_str(idx.shape()));
+    return {std::move(idx), std::move(targets)};
 }
 
 template <Real T>

@@ -9,11 +9,40 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <tuple>
+#include <utility>
 
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/optim/adam.hpp"
 
 namespace xgrad::bench {
+
+// idx and targets (B, T): ids drawn uniformly from [0, vocab) by a generator of `seed`.
+inline std::pair<xt::xtensor<std::int64_t, 2>, xt::xtensor<std::int64_t, 2>> random_tokens(std::size_t batch,
+                                                                                            std::size_t seq,
+                                                                                            std::size_t vocab,
+                                                                                            std::uint64_t seed) {
+    auto idx = xt::xtensor<std::int64_t, 2>::from_shape({batch, seq}), targets = idx;
+    Generator tokens(seed);
+    for (auto& t : idx) t = std::int64_t(tokens.uniform() * double(vocab));
+    for (auto& t : targets) t = std::int64_t(tokens.uniform() * double(vocab));
+    return {std::move(idx), std::move(targets)};
+}
+
+// One training step: loss() (the model's loss, lm_head and the cross-entropy fused), backward
+// giving gradients back, after_backward (under mpirun: the gradient reduction), the update,
+// zero_grad; returns the loss before the update.
+template <Real T, class Loss>
+T train_step(const Loss& loss_of, optim::Optimizer<T>& optimizer, const std::function<void()>& after_backward) {
+    const Var<T, 0> loss = loss_of();
+    backward(loss, {.keep_intermediate_grads = false});
+    if (after_backward) after_backward();
+    optimizer.step();
+    optimizer.zero_grad();
+    const T value = loss.value()();
+    tape().clear();
+    return value;
+}
 
 struct GptConfig {
     std::size_t layers = 12, heads = 12, embed = 768, vocab = 50257, batch = 4, seq = 64;
@@ -25,24 +54,13 @@ class GptWorkload {
 public:
     explicit GptWorkload(const GptConfig& c, std::uint64_t seed = 0)
         : init_(seed), model_(config(c), init_), adamw_(model_, {.lr = 1e-4, .weight_decay = 0.1}), path_(c.path) {
-        idx_ = xt::xtensor<std::int64_t, 2>::from_shape({c.batch, c.seq});
-        targets_ = xt::xtensor<std::int64_t, 2>::from_shape({c.batch, c.seq});
-        Generator tokens(seed + 1);
-        for (auto& t : idx_) t = std::int64_t(tokens.uniform() * double(c.vocab));
-        for (auto& t : targets_) t = std::int64_t(tokens.uniform() * double(c.vocab));
+        std::tie(idx_, targets_) = random_tokens(c.batch, c.seq, c.vocab, seed + 1);
     }
 
     // The loss of this step's forward (before the update); `after_backward` runs between backward
     // and the update (under mpirun: the gradient reduction).
     T step(const std::function<void()>& after_backward = {}) {
-        const auto loss = model_.loss(idx_, targets_, {.path = path_});  // lm_head and the loss fused
-        backward(loss, {.keep_intermediate_grads = false});
-        if (after_backward) after_backward();
-        adamw_.step();
-        adamw_.zero_grad();
-        const T value = loss.value()();
-        tape().clear();
-        return value;
+        return train_step<T>([&] { return model_.loss(idx_, targets_, {.path = path_}); }, adamw_, after_backward);
     }
     nn::GPT<T>& module() { return model_; }
 

@@ -16,7 +16,7 @@
 #include "xgrad/io/gpt_folder.hpp"
 #include "xgrad/io/npy.hpp"
 #include "xgrad/io/safetensors.hpp"
-#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/nn/generate.hpp"
 
 namespace test_io_gpt_folder {
 

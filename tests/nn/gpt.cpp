@@ -14,7 +14,7 @@
 
 #include "xgrad/io/gpt_formats.hpp"
 #include "xgrad/nn/gpt.hpp"
-#include "xgrad/nn/gpt_generate.hpp"
+#include "xgrad/nn/generate.hpp"
 #include "xgrad/optim/adam.hpp"
 #include "xgrad/ops/reduce.hpp"
 #include "xgrad/optim/sgd.hpp"

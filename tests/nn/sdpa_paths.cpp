@@ -57,7 +57,7 @@ void check_against_reference(const std::array<std::size_t, N>& qs, std::size_t S
                                                &g1);
         }, q0, k0, v0, with_weights);
         const auto paths = run<N>([&](auto& q, auto& k, auto& v) {
-            return detail::sdpa<true>(q, k, v, p, std::nullopt, &g2, "test", masks...);
+            return detail::sdpa<true>(q, k, v, p, std::nullopt, &g2, false, "test", masks...);
         }, q0, k0, v0, with_weights);
         check_same(paths, reference, 1e-12);
     }

@@ -11,7 +11,7 @@
 // lm_head.weight (the same tensor as transformer.wte.weight; a state dict holds both names), the
 // biases too unless bias = false. The causal attention is the library's (nn/attention/paths.hpp):
 // c_attn's output (B, T, 3C) is read in place as q | k | v, heads side by side, as nanoGPT's split.
-// Sampling with a key/value cache: nn/gpt_generate.hpp. Checkpoint formats: io/gpt_formats.hpp.
+// Sampling with a key/value cache: nn/generate.hpp. Checkpoint formats: io/gpt_formats.hpp.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -23,6 +23,7 @@
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/names.hpp"
 #include "xgrad/nn/attention/paths.hpp"
+#include "xgrad/nn/decoder.hpp"
 #include "xgrad/nn/gpt_config.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/layers.hpp"
@@ -35,38 +36,10 @@
 
 namespace xgrad::nn {
 
-// What the attention of each block does besides its output.
-struct GPTForwardOptions {
-    bool need_weights = false;  // keep every layer's attention weights (GPTOutput::attn_weights)
-    AttentionPath path = AttentionPath::automatic;
-};
-
+// The language models' forward options and output (nn/decoder.hpp), under GPT's names.
+using GPTForwardOptions = LanguageModelOptions;
 template <Real T>
-struct GPTOutput {
-    Var<T, 3> logits;                  // (B, T, vocab_size)
-    std::vector<Var<T, 3>> attn_weights;  // per layer (B·n_head, T, T), with need_weights
-};
-
-// Where one block's attention reads its keys and values: the rows of its own c_attn output, or a
-// cache of earlier positions (nn/gpt_generate.hpp) that this call's rows are appended to first.
-template <Real T>
-struct KeyValueSource {
-    Var<T, 3> keys, values;  // (B, capacity, C) each
-    std::size_t before = 0;  // positions already there; this call's are [before, before + T)
-};
-
-namespace detail {
-// residual + drop(proj(x)): one node (Linear::add) when the dropout keeps everything (p 0, or eval),
-// so that no node holds the projection apart from the sum; drop(proj(x)) apart, through hook point
-// `hook`, when a hook wants it.
-template <Real T>
-Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dropout& drop, const Var<T, 3>& x,
-                      std::string_view hook) {
-    if (hook_wanted(hook)) return residual + hook_point(drop(proj(x)), hook);
-    if (drop.p == 0 || !drop.training) return proj.add(residual, x);
-    return drop.add(residual, proj(x));
-}
-}  // namespace detail
+using GPTOutput = LanguageModelOutput<T>;
 
 // nanoGPT's CausalSelfAttention: one packed in-projection, the causal attention, the out-projection.
 template <Real T>
@@ -128,6 +101,7 @@ template <Real T>
 struct GPT {
     BOOST_HANA_DEFINE_STRUCT(GPT, (GPTTransformer<T>, transformer), (Linear<T>, lm_head));
     GPTConfig config;
+    using value_type = T;
 
     GPT() = default;
     // nanoGPT's init: Linear and Embedding weights ~ N(0, 0.02), the residual projections'
@@ -143,7 +117,7 @@ struct GPT {
     Var<T, 0> loss(const xt::xtensor<std::int64_t, 2>& idx, const xt::xtensor<std::int64_t, 2>& targets,
                    const GPTForwardOptions& o = {}) const;
     // The final hidden states (B, T, C) after ln_f, for positions [first, first + T) of idx's rows;
-    // `caches` (one per layer) give the earlier positions' keys and values (nn/gpt_generate.hpp).
+    // `caches` (one per layer) give the earlier positions' keys and values (nn/generate.hpp).
     Var<T, 3> hidden(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o, std::vector<Var<T, 3>>* weights,
                      std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
     // What hidden() runs after the embeddings, from block `layer` on: the residual stream x (B, T, C)
@@ -151,6 +125,10 @@ struct GPT {
     // `caches` are indexed by layer. Activation patching resumes the corrupted run here.
     Var<T, 3> resume(std::size_t layer, Var<T, 3> x, const GPTForwardOptions& o = {}, std::vector<Var<T, 3>>* weights = nullptr,
                      std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
+
+    // For nn::generate (CachedDecoder): the sizes of the key/value caches, the tied lm_head.
+    DecodingShape decoding() const { return {config.block_size, transformer.h.size(), config.n_embd, config.vocab_size}; }
+    const Var<T, 2>& unembedding() const { return lm_head.weight; }
 
     // nanoGPT's get_num_params(non_embedding = true): every parameter once, minus wpe.
     std::size_t num_params(bool non_embedding = true) const;
@@ -217,17 +195,11 @@ Var<T, 3> GPTSelfAttention<T>::add_to(const Var<T, 3>& residual, const Var<T, 3>
     std::size_t before = 0;
     if (cache) {  // this call's keys and values after the cached ones: attend to all of them
         before = cache->before;
-        const std::size_t capacity = cache->keys.shape(1), S = before + L;
-        Var<T, 3> keys = cache->keys, values = cache->values;  // the same tensors, writable
-        const T* src = qkv.value().data();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t t = 0; t < L; ++t) {  // k, v of row (b, t) -> cache row (b, before + t)
-                const T* row = src + (b * L + t) * 3 * C;
-                std::copy(row + C, row + 2 * C, keys.value().data() + (b * capacity + before + t) * C);
-                std::copy(row + 2 * C, row + 3 * C, values.value().data() + (b * capacity + before + t) * C);
-            }
+        const std::size_t capacity = cache->keys.shape(1);
+        detail::append_to_cache(cache->keys, qkv.value().data() + C, 3 * C, B, L, before);
+        detail::append_to_cache(cache->values, qkv.value().data() + 2 * C, 3 * C, B, L, before);
         k = heads(cache->keys, {B, capacity, C}, 0), v = heads(cache->values, {B, capacity, C}, 0);
-        k.layout.len = v.layout.len = S;
+        k.layout.len = v.layout.len = before + L;
     }
     const std::size_t S = k.layout.len;
     // causal: query t (position before + t) ignores keys j > before + t

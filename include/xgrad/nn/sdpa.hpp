@@ -42,10 +42,34 @@ Var<T, 3> as_head_batch(const Var<T, N>& x) {
     else return reshape<3>(x, {-1L, long(x.shape(N - 2)), long(x.shape(N - 1))});
 }
 
-// `masks` are any SoftmaxMasks (all of them apply); `op` names the caller in errors.
+// The query heads each key/value head serves: q (..., Hq, L, E) over k, v (..., Hkv, S, ·) with
+// enable_gqa, Hq / Hkv; else 1 (every leading dim equal). Throws shape_error naming op.
+template <Real T, std::size_t N>
+std::size_t query_group(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, bool enable_gqa, const char* op) {
+    const auto &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
+    const std::string shapes = ": q " + shape_str(sq) + ", k " + shape_str(sk) + " and v " + shape_str(sv);
+    if (enable_gqa && N < 3)
+        throw shape_error(std::string(op) + ": enable_gqa needs a heads axis, q, k, v of rank >= 3 (..., H, L, E)" +
+                          shapes);
+    const std::size_t heads_axis = enable_gqa ? N - 3 : N;  // N: none
+    for (std::size_t d = 0; d + 2 < N; ++d)
+        if (d != heads_axis && (sq[d] != sk[d] || sq[d] != sv[d]))
+            throw shape_error(std::string(op) + ": q, k and v need the same leading dims" +
+                              (enable_gqa ? " but the heads (-3)" : "") + shapes);
+    if (!enable_gqa) return 1;
+    const std::size_t Hq = sq[N - 3], Hkv = sk[N - 3];
+    if (sv[N - 3] != Hkv || Hkv == 0 || Hq % Hkv != 0)
+        throw shape_error(std::string(op) + ": enable_gqa needs k and v with the same number of heads, dividing q's" +
+                          shapes);
+    return Hq / Hkv;
+}
+
+// `masks` are any SoftmaxMasks (all of them apply); `op` names the caller in errors; enable_gqa:
+// q (..., Hq, L, E) over k and v (..., Hkv, S, ·), query head h reading key/value head h / (Hq / Hkv).
 template <bool Weights, Real T, std::size_t N, SoftmaxMask... Masks>
 SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, double dropout_p,
-                      std::optional<double> scale, Generator* gen, const char* op, const Masks&... masks) {
+                      std::optional<double> scale, Generator* gen, bool enable_gqa, const char* op,
+                      const Masks&... masks) {
     static_assert(N >= 2, "xgrad: scaled_dot_product_attention needs q, k, v of rank >= 2 (..., L, E)");
     require_var(q, op, "q"), require_var(k, op, "k"), require_var(v, op, "v");
     const auto &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
@@ -55,10 +79,7 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     if (sk[N - 2] != sv[N - 2])
         throw shape_error(who + ": k and v need the same sequence length S: k " + shape_str(sk) + " and v " +
                           shape_str(sv));
-    for (std::size_t d = 0; d + 2 < N; ++d)
-        if (sq[d] != sk[d] || sq[d] != sv[d])
-            throw shape_error(who + ": q, k and v need the same leading dims: q " + shape_str(sq) + ", k " +
-                              shape_str(sk) + " and v " + shape_str(sv));
+    const std::size_t group = query_group(q, k, v, enable_gqa, op);
     if (!(dropout_p >= 0 && dropout_p <= 1))
         throw value_error(who + ": dropout_p must be in [0, 1], got " + std::to_string(dropout_p));
     if (dropout_p > 0 && !gen) throw value_error(who + ": dropout_p > 0 needs a Generator");
@@ -70,11 +91,14 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     std::copy(sq.begin(), sq.end(), scores_shape.begin());
     scores_shape[N - 1] = sk[N - 2];
     const kernels::ScoreMasks<T>& merged = xgrad::detail::merged_masks<T>(scores_shape, op, masks...);
-    if (sv[N - 1] != sq[N - 1]) return reference_attention(q, k, v, T(s), merged, dropout_p, gen);
+    if (sv[N - 1] != sq[N - 1]) return reference_attention(q, k, v, T(s), merged, dropout_p, gen, group);
 
+    // one-head operands (B', len, E); a key/value operand serves `group` consecutive query heads
     const Var<T, 3> q3 = as_head_batch(q), k3 = as_head_batch(k), v3 = as_head_batch(v);
-    const auto heads = [](const Var<T, 3>& x) {
-        return nn::detail::HeadOperand<T>{x, nn::detail::HeadLayout::of(x.shape(), true, 1, x.shape(2), 0)};
+    const auto heads = [](const Var<T, 3>& x, std::size_t serves) {
+        nn::detail::HeadOperand<T> h{x, nn::detail::HeadLayout::of(x.shape(), true, 1, x.shape(2), 0)};
+        h.layout.group = serves;
+        return h;
     };
     const auto fill_masks = [&](kernels::ScoreMasks<T>& out) {
         out.reset(scores_shape);
@@ -82,7 +106,7 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
     };
     const nn::detail::AttendOptions o{.need_weights = Weights, .dropout = dropout_p, .generator = gen,
                                       .batch_first = true, .causal = (std::same_as<Masks, causal_t> || ...)};
-    const auto r = nn::detail::attend(heads(q3), heads(k3), heads(v3), T(s), fill_masks, o, q3.shape());
+    const auto r = nn::detail::attend(heads(q3, 1), heads(k3, group), heads(v3, group), T(s), fill_masks, o, q3.shape());
     std::array<long, N> out_shape, weights_shape;
     std::copy(sq.begin(), sq.end(), out_shape.begin());
     std::copy(scores_shape.begin(), scores_shape.end(), weights_shape.begin());
@@ -95,22 +119,27 @@ SdpaResult<T, N> sdpa(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v
 // scaled_dot_product_attention(q (..., L, E), k (..., S, E), v (..., S, Ev)) -> (..., L, Ev), with
 // torch's argument order: mask (no_mask or a SoftmaxMask), dropout_p (needs gen when > 0; applied
 // on every call: pass 0 in eval), is_causal (the (L, S) top-left causal mask; combines with `mask`:
-// a position masked by either is masked), scale (default 1/√E). Leading dims of q, k, v must be equal.
+// a position masked by either is masked), scale (default 1/√E), then xgrad's gen and torch's
+// enable_gqa. Leading dims of q, k, v must be equal; with enable_gqa (grouped-query attention)
+// but the heads axis: q (..., Hq, L, E), k and v (..., Hkv, S, ·) with Hkv dividing Hq, query head h
+// attending with key/value head h / (Hq / Hkv), read in place (never repeated in memory).
 template <Real T, std::size_t N>
 Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v,
                                        no_mask_t = no_mask, double dropout_p = 0, bool is_causal = false,
-                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
+                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr,
+                                       bool enable_gqa = false) {
     const char* op = "scaled_dot_product_attention";
-    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, causal).output
-                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op).output;
+    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, enable_gqa, op, causal).output
+                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, enable_gqa, op).output;
 }
 template <Real T, std::size_t N, SoftmaxMask M>
 Var<T, N> scaled_dot_product_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, const M& mask,
                                        double dropout_p = 0, bool is_causal = false,
-                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr) {
+                                       std::optional<double> scale = std::nullopt, Generator* gen = nullptr,
+                                       bool enable_gqa = false) {
     const char* op = "scaled_dot_product_attention";
-    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, mask, causal).output
-                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, op, mask).output;
+    return is_causal ? detail::sdpa<false>(q, k, v, dropout_p, scale, gen, enable_gqa, op, mask, causal).output
+                     : detail::sdpa<false>(q, k, v, dropout_p, scale, gen, enable_gqa, op, mask).output;
 }
 
 // The same, also returning the attention weights (..., L, S) (after dropout).
@@ -120,14 +149,14 @@ SdpaResult<T, N> scaled_dot_product_attention_with_weights(const Var<T, N>& q, c
                                                            const Var<T, N>& v, const M& mask = {},
                                                            double dropout_p = 0, bool is_causal = false,
                                                            std::optional<double> scale = std::nullopt,
-                                                           Generator* gen = nullptr) {
+                                                           Generator* gen = nullptr, bool enable_gqa = false) {
     const char* op = "scaled_dot_product_attention";
     if constexpr (std::same_as<M, no_mask_t>)
-        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, causal)
-                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op);
+        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, enable_gqa, op, causal)
+                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, enable_gqa, op);
     else
-        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, mask, causal)
-                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, op, mask);
+        return is_causal ? detail::sdpa<true>(q, k, v, dropout_p, scale, gen, enable_gqa, op, mask, causal)
+                         : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, enable_gqa, op, mask);
 }
 
 }  // namespace xgrad

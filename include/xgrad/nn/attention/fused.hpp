@@ -69,10 +69,9 @@ public:
     void backward() override {
         const Grads g = Grads::of(q, k, v);
         if (!g.any()) return;
-        // each (b, h) writes only its own head columns of dQ, dK and dV
-        parallel_for(heads(), 2 * flops(), [&](std::size_t first, std::size_t last) {
-            for (std::size_t bh = first; bh < last; ++bh) backward_head(bh, g);
-        });
+        // each (b, h) writes only its own head columns of dQ; the query heads sharing a key/value
+        // head add into its dK and dV from one thread
+        for_each_query_head(heads(), k.layout.group, 2 * flops(), [&](std::size_t bh) { backward_head(bh, g); });
     }
 
     void for_each_internal(const Node::InternalVisitor& f) const override;  // below
@@ -147,8 +146,7 @@ private:
 template <Real T, class FillMasks>
 Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
                           FillMasks fill_masks, const HeadLayout& out, const std::array<std::size_t, 3>& out_shape) {
-    check_head_operands(q.layout, k.layout, "query and key");
-    check_head_operands(k.layout, v.layout, "key and value");
+    check_head_operands(q.layout, k.layout, v.layout, "attention");
     return make_op<FusedAttentionNode<T>>(out_shape, [&](auto& node) {
         node.out = out, node.scale = scale;
         node.masks.reset(std::array<std::size_t, 3>{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len});

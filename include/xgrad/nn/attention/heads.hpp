@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 
+#include "xgrad/core/parallel.hpp"
 #include "xgrad/core/var.hpp"
 
 namespace xgrad::nn::detail {
@@ -13,9 +14,15 @@ namespace xgrad::nn::detail {
 // Where the heads of one operand live in a rank-3 tensor: (len, batch, C) when sequence first,
 // (batch, len, C) when batch first; head h of token (l, b) is columns [offset + h·D, +D) of row
 // l·seq_stride + b·batch_stride.
+//
+// Grouped-query attention: the key and value operands have fewer heads than the query, each
+// serving `group` consecutive query heads (query head h reads key/value head h / group). Their
+// layouts keep their own head count and say the group; the attention paths index every operand by
+// query head bh (at(bh)), so they read a shared head in place and never repeat it in memory.
 struct HeadLayout {
     std::size_t batch = 0, len = 0, heads = 0, head_dim = 0;
     std::size_t seq_stride = 0, batch_stride = 0, offset = 0;
+    std::size_t group = 1;  // query heads per head of this operand: 1 but for grouped keys and values
 
     static HeadLayout of(const std::array<std::size_t, 3>& shape, bool batch_first, std::size_t heads,
                          std::size_t head_dim, std::size_t offset) {
@@ -30,8 +37,14 @@ struct HeadLayout {
     }
     // The first element of head h of sequence b; rows follow at seq_stride.
     std::size_t at(std::size_t b, std::size_t h) const { return b * batch_stride + offset + h * head_dim; }
-    // The same for head bh = b·heads + h, the order of the scores (B·H, L, S).
-    std::size_t at(std::size_t bh) const { return at(bh / heads, bh % heads); }
+    // The same for QUERY head bh = b·H + h, the order of the scores (B·H, L, S): head h / group of
+    // sequence b.
+    std::size_t at(std::size_t bh) const {
+        const std::size_t own = bh / group;  // b·heads + h / group, as heads = H / group
+        return at(own / heads, own % heads);
+    }
+    // Query heads this operand serves in all, B·H.
+    std::size_t query_heads() const { return batch * heads * group; }
 };
 
 // One operand of the attention: a projection and where its heads are.
@@ -70,10 +83,29 @@ struct HeadGrads {
     bool any() const { return q || k || v; }
 };
 
-// q and k (or k and v) must split into heads of the same batch, count and size.
-inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const char* what) {
-    if (q.batch != k.batch || q.heads != k.heads || q.head_dim != k.head_dim)
-        throw shape_error(std::string("MultiheadAttention: ") + what + ": heads of different geometry");
+// q, k and v must serve the same query heads (B·H) with heads of one size, k and v grouped alike;
+// `op` names the caller in the error.
+inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const HeadLayout& v, const char* op) {
+    const auto describe = [](const char* name, const HeadLayout& l) {
+        std::string s = std::string(name) + " " + std::to_string(l.batch) + " x " + std::to_string(l.heads) +
+                        " heads of " + std::to_string(l.head_dim);
+        if (l.group > 1) s += ", each serving " + std::to_string(l.group) + " query heads";
+        return s;
+    };
+    const bool same_heads = q.group == 1 && k.query_heads() == q.query_heads() && v.query_heads() == q.query_heads();
+    if (!same_heads || k.group != v.group || k.head_dim != q.head_dim || v.head_dim != q.head_dim)
+        throw shape_error(std::string(op) + ": the heads do not match: " + describe("query", q) + "; " +
+                          describe("key", k) + "; " + describe("value", v));
+}
+
+// body(bh) for every query head bh of `heads` (B·H), split over xgrad's threads by whole groups
+// (`group` query heads share a key/value head): the backwards add each head's dK and dV from one
+// thread, in the order of bh, whatever the number of threads.
+template <class Body>
+void for_each_query_head(std::size_t heads, std::size_t group, double flops, const Body& body) {
+    parallel_for(heads / group, flops, [&](std::size_t first, std::size_t last) {
+        for (std::size_t bh = first * group; bh < last * group; ++bh) body(bh);
+    });
 }
 
 }  // namespace xgrad::nn::detail

@@ -1,7 +1,8 @@
 // The hook points of every attention (core/hooks.hpp), TransformerLens's names, under the caller's
 // NameScopes ("blocks.0.attn.hook_z", "encoder.layers.1.self_attn.hook_pattern"):
 //
-//   hook_q, hook_k, hook_v   (B, L or S, H, D)   each head's query, key, value rows
+//   hook_q, hook_k, hook_v   (B, L or S, H, D)   each head's query, key, value rows (k and v:
+//                                                their own heads, H / group under grouped-query attention)
 //   hook_attn_scores         (B, H, L, S)        scale·q·kᵀ with the masks applied (an ignored key
 //                                                -inf, additive masks added), before the softmax
 //   hook_pattern             (B, H, L, S)        the softmax of the scores, before dropout
@@ -18,6 +19,7 @@
 #include "xgrad/core/hooks.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/hook_point.hpp"
 #include "xgrad/ops/linalg.hpp"
@@ -53,7 +55,9 @@ HeadOperand<T> hooked_heads(const HeadOperand<T>& x, const char* name) {
     const HeadLayout& l = x.layout;
     const Var<T, 4> heads = hook_point(heads_by_position(x), name);  // (B, len, H, D)
     const Var<T, 3> rows = reshape<3>(heads, {long(l.batch), long(l.len), long(l.heads * l.head_dim)});
-    return {rows, HeadLayout::of({l.batch, l.len, l.heads * l.head_dim}, true, l.heads, l.head_dim, 0)};
+    HeadLayout batch_first = HeadLayout::of({l.batch, l.len, l.heads * l.head_dim}, true, l.heads, l.head_dim, 0);
+    batch_first.group = l.group;
+    return {rows, batch_first};
 }
 
 // hook_z on a context in its output layout ((B, L, E) or (L, B, E)): the heads (B, L, H, D) hooked,
@@ -91,11 +95,13 @@ template <Real T, class FillMasks>
 std::array<Var<T, 3>, 2> hooked_reference_attention(const HeadOperand<T>& q, const HeadOperand<T>& k,
                                                     const HeadOperand<T>& v, T scale, const FillMasks& fill_masks,
                                                     double p, Generator* gen, bool batch_first) {
-    check_head_operands(q.layout, k.layout, "query and key");
-    check_head_operands(k.layout, v.layout, "key and value");
+    check_head_operands(q.layout, k.layout, v.layout, "attention");
     const std::size_t B = q.layout.batch, H = q.layout.heads, L = q.layout.len, S = k.layout.len;
     const auto by_head = [](const HeadOperand<T>& x) { return permute(heads_by_position(x), {0, 2, 1, 3}); };
-    const Var<T, 4> scores = matmul(by_head(q) * scale, transpose(by_head(k), -2, -1));  // (B, H, L, S)
+    const std::size_t group = k.layout.group;
+    // (B, H, L, S)
+    const Var<T, 4> scaled_q = by_head(q) * scale;
+    const Var<T, 4> scores = xgrad::detail::grouped_matmul(scaled_q, transpose(by_head(k), -2, -1), group);
     thread_local kernels::ScoreMasks<T> masks;
     fill_masks(masks);
     const Var<T, 4> masked = hook_point(masks.any() ? scores + constant(dense_masks(masks, {B, H, L, S})) : scores,
@@ -108,7 +114,8 @@ std::array<Var<T, 3>, 2> hooked_reference_attention(const HeadOperand<T>& q, con
         ignore_only.any() ? xgrad::detail::masked_softmax_merged(masked, ignore_only) : softmax(masked, -1),
         "hook_pattern");
     const Var<T, 4> weights = p > 0 ? dropout(pattern, p, true, *gen) : pattern;
-    const Var<T, 4> z = hook_point(permute(matmul(weights, by_head(v)), {0, 2, 1, 3}), "hook_z");  // (B, L, H, D)
+    const Var<T, 4> z = hook_point(permute(xgrad::detail::grouped_matmul(weights, by_head(v), group), {0, 2, 1, 3}),
+                                   "hook_z");  // (B, L, H, D)
     const Var<T, 3> by_batch = reshape<3>(z, {long(B), long(L), long(H * q.layout.head_dim)});
     return {batch_first ? by_batch : permute(by_batch, {1, 0, 2}), reshape<3>(weights, {long(B * H), long(L), long(S)})};
 }

@@ -73,13 +73,13 @@ public:
         });
     }
 
-    // The blocks of a head add to the same rows of dK and dV: a head's blocks run on one thread.
+    // The blocks of a head add to the same rows of dK and dV (and so do the query heads sharing a
+    // key/value head): they run on one thread.
     void backward() override {
         const Grads g = Grads::of(q, k, v);
         if (!g.any()) return;
-        parallel_for(heads(), 2 * flops(), [&](std::size_t first, std::size_t last) {
-            for (std::size_t bh = first; bh < last; ++bh)
-                for (std::size_t b = 0; b < blocks(); ++b) backward_block(bh, b, g);
+        for_each_query_head(heads(), k.layout.group, 2 * flops(), [&](std::size_t bh) {
+            for (std::size_t b = 0; b < blocks(); ++b) backward_block(bh, b, g);
         });
     }
 
@@ -163,8 +163,7 @@ template <Real T, class FillMasks>
 Var<T, 3> memory_efficient_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v,
                                      T scale, FillMasks fill_masks, const HeadLayout& out,
                                      const std::array<std::size_t, 3>& out_shape, std::size_t block_rows = 0) {
-    check_head_operands(q.layout, k.layout, "query and key");
-    check_head_operands(k.layout, v.layout, "key and value");
+    check_head_operands(q.layout, k.layout, v.layout, "attention");
     return make_op<MemoryEfficientAttentionNode<T>>(out_shape, [&](auto& node) {
         node.out = out, node.scale = scale;
         node.block_rows = block_rows > 0 ? block_rows : block_rows_for<T>(k.layout.len);

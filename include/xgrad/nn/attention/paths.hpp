@@ -95,6 +95,9 @@ struct AttendOptions {
     Generator* generator = nullptr;  // dropout's masks; needed when dropout > 0
     bool batch_first = true;    // the layout of the output (L, B, E) or (B, L, E)
     bool causal = false;        // the masks include a causal one (weighed by the automatic path)
+    // The caller passed q, k and v through their hook points itself (nn::Llama: hook_q before its
+    // rotary embedding, hook_rot_q after): attend does not hook them again.
+    bool operands_hooked = false;
 };
 
 template <Real T>
@@ -145,7 +148,10 @@ template <Real T, class FillMasks>
 AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
                        const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
     if (!attention_hooks_wanted()) return attend_on_path(q, k, v, scale, fill_masks, o, out_shape);
-    const HeadOperand<T> hq = hooked_heads(q, "hook_q"), hk = hooked_heads(k, "hook_k"), hv = hooked_heads(v, "hook_v");
+    const auto hooked = [&](const HeadOperand<T>& x, const char* name) {
+        return o.operands_hooked ? x : hooked_heads(x, name);
+    };
+    const HeadOperand<T> hq = hooked(q, "hook_q"), hk = hooked(k, "hook_k"), hv = hooked(v, "hook_v");
     AttendResult<T> r;
     if (attention_inside_wanted()) {
         const auto [context, weights] =

@@ -30,24 +30,43 @@ struct SdpaResult {
 
 namespace detail {
 
+// The product per head of a (..., H, L, M) and b (..., H / group, M, Y): head h of a times head
+// h / group of b, (..., H, L, Y). The `group` heads of a that share a head of b are stacked into
+// one (group·L, M) matrix (a reshape), so b is never repeated.
+template <Real T, std::size_t N>
+Var<T, N> grouped_matmul(const Var<T, N>& a, const Var<T, N>& b, std::size_t group) {
+    if constexpr (N < 3) {  // no heads axis: the callers never group here
+        return matmul(a, b);
+    } else {
+        if (group == 1) return matmul(a, b);
+        std::array<long, N> stacked, result;
+        for (std::size_t d = 0; d < N; ++d) stacked[d] = result[d] = long(a.shape(d));
+        stacked[N - 3] /= long(group), stacked[N - 2] *= long(group);
+        result[N - 1] = long(b.shape(N - 1));
+        return reshape<N>(matmul(reshape<N>(a, stacked), b), result);
+    }
+}
+
 // The attention of q (..., L, E) over k (..., S, E) and v (..., S, Ev), masks merged over the
-// scores; dropout with probability p (> 0 needs gen).
+// scores; dropout with probability p (> 0 needs gen). Grouped-query attention with group > 1: q
+// (..., H, L, E), k and v (..., H / group, S, E|Ev).
 template <Real T, std::size_t N>
 SdpaResult<T, N> reference_attention(const Var<T, N>& q, const Var<T, N>& k, const Var<T, N>& v, T scale,
-                                     const kernels::ScoreMasks<T>& masks, double p, Generator* gen) {
+                                     const kernels::ScoreMasks<T>& masks, double p, Generator* gen,
+                                     std::size_t group = 1) {
     const Var<T, N> scaled_q = q * scale;
-    const Var<T, N> scores = matmul(scaled_q, transpose(k, -2, -1));
+    const Var<T, N> scores = grouped_matmul(scaled_q, transpose(k, -2, -1), group);
     const bool masked = masks.any();
     Var<T, N> weights = masked ? masked_softmax_merged(scores, masks) : softmax(scores, -1);
     if (p > 0) weights = dropout(weights, p, true, *gen);
-    return {matmul(weights, v), weights};
+    return {grouped_matmul(weights, v, group), weights};
 }
 
 }  // namespace detail
 
 namespace nn::detail {
 
-// The heads of x copied out: (B, H, len, D).
+// The heads of x copied out: (B, H, len, D), H its own heads (fewer than the query's when grouped).
 template <Real T>
 Var<T, 4> heads_tensor(const HeadOperand<T>& x, bool batch_first) {
     const HeadLayout& l = x.layout;
@@ -63,12 +82,11 @@ template <Real T, class FillMasks>
 std::array<Var<T, 3>, 2> reference_heads_attention(const HeadOperand<T>& q, const HeadOperand<T>& k,
                                                    const HeadOperand<T>& v, T scale, FillMasks fill_masks, double p,
                                                    Generator* gen, bool batch_first) {
-    check_head_operands(q.layout, k.layout, "query and key");
-    check_head_operands(k.layout, v.layout, "key and value");
+    check_head_operands(q.layout, k.layout, v.layout, "attention");
     thread_local kernels::ScoreMasks<T> masks;
     fill_masks(masks);
     const auto r = xgrad::detail::reference_attention(heads_tensor(q, batch_first), heads_tensor(k, batch_first),
-                                                      heads_tensor(v, batch_first), scale, masks, p, gen);
+                                                      heads_tensor(v, batch_first), scale, masks, p, gen, k.layout.group);
     const long B = long(q.layout.batch), H = long(q.layout.heads), L = long(q.layout.len), D = long(q.layout.head_dim);
     const Var<T, 3> by_batch = reshape<3>(permute(r.output, {0, 2, 1, 3}), {B, L, H * D});  // (B, L, E)
     const Var<T, 3> context = batch_first ? by_batch : permute(by_batch, {1, 0, 2});

@@ -90,21 +90,20 @@ public:
         if (dscores.shape() != this->value.shape()) dscores.resize(this->value.shape());
         T* gq = need_q ? q.source.node()->grad_buffer().data() : nullptr;
         T* gk = need_k ? k.source.node()->grad_buffer().data() : nullptr;
-        // Each (b, h) writes only its own rows of dS and its own head columns of dQ and dK.
-        parallel_for(ql.batch * ql.heads, 2 * flops(), [&](std::size_t first, std::size_t last) {
-            for (std::size_t bh = first; bh < last; ++bh) {
-                const kernels::KeyRange keys = live[bh];  // S' = its size: dS is 0 outside it
-                const std::size_t key0 = keys.begin * kl.seq_stride;
-                // dS_bh (L,S') = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
-                softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L, keys);
-                const T* ds = dscores.data() + bh * L * S + keys.begin;
-                if (gq)  // dQ_bh (L,D) += dS_bh (L,S') · K_bh (S',D)
-                    kernels::gemm(Op::none, Op::none, L, D, keys.size(), T(1), ds, S, k.head(bh) + key0, kl.seq_stride,
-                                  T(1), gq + ql.at(bh), ql.seq_stride);
-                if (gk)  // dK_bh (S',D) += dS_bhᵀ (S',L) · Q_bh (L,D)
-                    kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), ds, S, q.head(bh), ql.seq_stride, T(1),
-                                  gk + kl.at(bh) + key0, kl.seq_stride);
-            }
+        // Each (b, h) writes only its own rows of dS and its own head columns of dQ; the query heads
+        // sharing a key head add into its dK from one thread.
+        for_each_query_head(ql.query_heads(), kl.group, 2 * flops(), [&](std::size_t bh) {
+            const kernels::KeyRange keys = live[bh];  // S' = its size: dS is 0 outside it
+            const std::size_t key0 = keys.begin * kl.seq_stride;
+            // dS_bh (L,S') = P ⊙ (dP − Σ_j dP ⊙ P) · scale   (the softmax's and the scale's backward)
+            softmax_backward(dscores.data(), scale, bh * L, (bh + 1) * L, keys);
+            const T* ds = dscores.data() + bh * L * S + keys.begin;
+            if (gq)  // dQ_bh (L,D) += dS_bh (L,S') · K_bh (S',D)
+                kernels::gemm(Op::none, Op::none, L, D, keys.size(), T(1), ds, S, k.head(bh) + key0, kl.seq_stride, T(1),
+                              gq + ql.at(bh), ql.seq_stride);
+            if (gk)  // dK_bh (S',D) += dS_bhᵀ (S',L) · Q_bh (L,D)
+                kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), ds, S, q.head(bh), ql.seq_stride, T(1),
+                              gk + kl.at(bh) + key0, kl.seq_stride);
         });
     }
 };
@@ -128,7 +127,7 @@ public:
         const HeadLayout& vl = v.layout;
         const std::size_t L = out.len, S = vl.len, D = vl.head_dim;
         const T* P = weights.value().data();
-        parallel_for(vl.batch * vl.heads, flops(), [&](std::size_t first, std::size_t last) {
+        parallel_for(vl.query_heads(), flops(), [&](std::size_t first, std::size_t last) {
             for (std::size_t bh = first; bh < last; ++bh) {  // O_bh (L,D) = P_bh (L,S') · V_bh (S',D)
                 const kernels::KeyRange keys = live[bh];
                 kernels::gemm(Op::none, Op::none, L, D, keys.size(), T(1), P + bh * L * S + keys.begin, S,
@@ -144,20 +143,19 @@ public:
         const HeadLayout& vl = v.layout;
         const std::size_t L = out.len, S = vl.len, D = vl.head_dim;
         const T *P = weights.value().data(), *dO = this->grad_buffer().data();
-        // every (b, h) writes its whole slice of dP: beta 0 overwrites on first touch in a pass
+        // every (b, h) writes its whole slice of dP: beta 0 overwrites on first touch in a pass; the
+        // query heads sharing a value head add into its dV from one thread
         const auto [dP, beta_p] = need_p ? weights.node()->grad_target() : typename TensorNode<T, 3>::GradTarget{};
         T* gv = need_v ? v.source.node()->grad_buffer().data() : nullptr;
-        parallel_for(vl.batch * vl.heads, 2 * flops(), [&](std::size_t first, std::size_t last) {
-            for (std::size_t bh = first; bh < last; ++bh) {
-                const std::size_t w = bh * L * S;
-                if (dP)  // dP_bh (L,S) = dO_bh (L,D) · V_bhᵀ (D,S) + beta · dP_bh
-                    kernels::gemm(Op::none, Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride, v.head(bh),
-                                  vl.seq_stride, beta_p, dP + w, S);
-                const kernels::KeyRange keys = live[bh];
-                if (gv)  // dV_bh (S',D) += P_bhᵀ (S',L) · dO_bh (L,D), 0 outside the keys
-                    kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), P + w + keys.begin, S, dO + out.at(bh),
-                                  out.seq_stride, T(1), gv + vl.at(bh) + keys.begin * vl.seq_stride, vl.seq_stride);
-            }
+        for_each_query_head(vl.query_heads(), vl.group, 2 * flops(), [&](std::size_t bh) {
+            const std::size_t w = bh * L * S;
+            if (dP)  // dP_bh (L,S) = dO_bh (L,D) · V_bhᵀ (D,S) + beta · dP_bh
+                kernels::gemm(Op::none, Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride, v.head(bh),
+                              vl.seq_stride, beta_p, dP + w, S);
+            const kernels::KeyRange keys = live[bh];
+            if (gv)  // dV_bh (S',D) += P_bhᵀ (S',L) · dO_bh (L,D), 0 outside the keys
+                kernels::gemm(Op::trans, Op::none, keys.size(), D, L, T(1), P + w + keys.begin, S, dO + out.at(bh),
+                              out.seq_stride, T(1), gv + vl.at(bh) + keys.begin * vl.seq_stride, vl.seq_stride);
         });
     }
 };
@@ -166,7 +164,7 @@ public:
 // the node's buffers (reset to the scores' shape).
 template <Real T, class FillMasks>
 Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, FillMasks fill_masks) {
-    check_head_operands(q.layout, k.layout, "query and key");
+    check_head_operands(q.layout, k.layout, k.layout, "attention_weights");
     const std::array<std::size_t, 3> shape{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len};
     return make_op<AttentionWeightsNode<T>>(shape, [&](auto& node) {
         node.scale = scale;
@@ -187,6 +185,7 @@ const std::vector<kernels::KeyRange>& live_keys_of(const Var<T, 3>& weights) {
 template <Real T>
 Var<T, 3> attention_context(const Var<T, 3>& weights, const HeadOperand<T>& v, const HeadLayout& out,
                             const std::array<std::size_t, 3>& out_shape, const std::vector<kernels::KeyRange>& live) {
+    check_head_operands(out, v.layout, v.layout, "attention_context");
     return make_op<AttentionContextNode<T>>(out_shape, [&](auto& node) {
         node.out = out;
         node.live.assign(live.begin(), live.end());

@@ -1,0 +1,73 @@
+// What the decoder models (nn::GPT, nn::Llama) share: their forward's options and output, the
+// key/value cache a block's attention reads (filled by nn/generate.hpp), and the residual sum of
+// a projection.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "xgrad/nn/attention/paths.hpp"
+#include "xgrad/nn/layers.hpp"
+#include "xgrad/nn/linear.hpp"
+#include "xgrad/ops/hook_point.hpp"
+
+namespace xgrad::nn {
+
+// What the attention of each block does besides its output.
+struct LanguageModelOptions {
+    bool need_weights = false;  // keep every layer's attention weights (LanguageModelOutput::attn_weights)
+    AttentionPath path = AttentionPath::automatic;
+};
+
+template <Real T>
+struct LanguageModelOutput {
+    Var<T, 3> logits;                     // (B, T, vocab_size)
+    std::vector<Var<T, 3>> attn_weights;  // per layer (B·n_heads, T, T), with need_weights
+};
+
+// Where one block's attention reads its keys and values: the rows of its own projections, or a
+// cache of earlier positions that this call's rows are appended to first.
+template <Real T>
+struct KeyValueSource {
+    Var<T, 3> keys, values;  // (B, capacity, width) each: width C (GPT) or n_kv_heads·head_dim (Llama)
+    std::size_t before = 0;  // positions already there; this call's are [before, before + T)
+};
+
+// What nn::generate needs of a model beside its forward (nn/generate.hpp, CachedDecoder).
+struct DecodingShape {
+    std::size_t positions = 0;    // the longest sequence: block_size, max_seq_len
+    std::size_t layers = 0;       // one key/value cache per layer
+    std::size_t cache_width = 0;  // a cached key's or value's row: n_embd, n_kv_heads·head_dim
+    std::size_t vocab_size = 0;
+};
+
+namespace detail {
+// residual + drop(proj(x)): one node (Linear::add) when the dropout keeps everything (p 0, or eval),
+// so that no node holds the projection apart from the sum; drop(proj(x)) apart, through hook point
+// `hook`, when a hook wants it.
+template <Real T>
+Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dropout& drop, const Var<T, 3>& x,
+                      std::string_view hook) {
+    if (hook_wanted(hook)) return residual + hook_point(drop(proj(x)), hook);
+    if (drop.p == 0 || !drop.training) return proj.add(residual, x);
+    return drop.add(residual, proj(x));
+}
+
+// Appends rows (B, T, width) at positions [cache.before, + T) of the cache tensor (B, capacity,
+// width): a constant written in place, as the cache is.
+template <Real T>
+void append_to_cache(const Var<T, 3>& cache, const T* rows, std::size_t row_stride, std::size_t B, std::size_t L,
+                     std::size_t before) {
+    const std::size_t capacity = cache.shape(1), width = cache.shape(2);
+    Var<T, 3> writable = cache;
+    T* out = writable.value().data();
+    for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t t = 0; t < L; ++t) {
+            const T* row = rows + (b * L + t) * row_stride;
+            std::copy(row, row + width, out + (b * capacity + before + t) * width);
+        }
+}
+}  // namespace detail
+
+}  // namespace xgrad::nn
