@@ -85,7 +85,9 @@ void gemm_blocks(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size
     const std::size_t extent = by_rows ? m : n;
     const double flops = 2.0 * double(m) * double(n) * double(k);
     if (backend == GemmBackend::xgrad && !std::is_same_v<In, bfloat16>) return parallel_for(extent, flops, block);
-    constexpr std::size_t panel = 128;
+    // blocks of at least 128 × 128 elements of C: a product of few rows (a decoder's one position)
+    // runs in a few long calls, not in hundreds of calls of 128 columns
+    const std::size_t across = by_rows ? n : m, panel = 128 * std::max<std::size_t>(1, 128 / std::max<std::size_t>(across, 1));
     parallel_for((extent + panel - 1) / panel, flops, [&](std::size_t first, std::size_t last) {
         for (std::size_t p = first; p < last; ++p) block(p * panel, std::min(extent, (p + 1) * panel));
     });

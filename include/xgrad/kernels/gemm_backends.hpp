@@ -1,7 +1,7 @@
 // The GEMM back ends that kernels::gemm (gemm.hpp) chooses from, each run on one block of C on
 // one thread (xgrad's threads split a product into blocks):
 //   xgrad     the register-tiled kernel of gemm_tiled.hpp (builds with 32 vector registers: AVX-512)
-//   openblas  OpenBLAS's cblas_sgemm / cblas_dgemm
+//   openblas  OpenBLAS's cblas_sgemm / cblas_dgemm, and cblas_sgemv / cblas_dgemv for one row of C
 //   onednn    oneDNN's matmul (float and bfloat16 operands, no double; when built with Debian's
 //             libdnnl-dev, gemm_onednn.hpp), which picks its AVX2, AVX-512 or AMX code for the CPU
 //             it runs on; the only one that multiplies bfloat16 operands natively
@@ -107,6 +107,20 @@ void gemm_block(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_
             return detail::onednn_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, product_beta, c, ldc);
 #endif
     const auto flag = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
+    if constexpr (!bf16)
+        if (m == 1) {  // one row of C (a decoder's one position): a matrix-vector product reads op(B)
+                       // once where OpenBLAS's GEMM packs it first (a Llama's output layer: 2.1x as
+                       // fast). c (n) = alpha · op(B)ᵀ a + beta · c, op(B) (k, n) stored (n, k) when tb.
+            if (product_beta == T(0)) std::fill_n(c, n, T(0));  // no NaN of c's old memory survives
+            const T gemv_beta = product_beta == T(0) ? T(1) : product_beta;
+            const auto shape = tb ? CblasNoTrans : CblasTrans;
+            const blasint rows = blasint(tb ? n : k), cols = blasint(tb ? k : n), inc_a = ta ? blasint(lda) : 1;
+            if constexpr (std::is_same_v<T, float>)
+                cblas_sgemv(CblasRowMajor, shape, rows, cols, alpha, b, blasint(ldb), a, inc_a, gemv_beta, c, 1);
+            else
+                cblas_dgemv(CblasRowMajor, shape, rows, cols, alpha, b, blasint(ldb), a, inc_a, gemv_beta, c, 1);
+            return;
+        }
     if constexpr (std::is_same_v<In, float>)
         cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
                     blasint(ldb), product_beta, c, blasint(ldc));

@@ -169,10 +169,10 @@ private:
     // What the choices depend on: the CPU (its family, model and feature flags: a VM may name every
     // EPYC alike), this build's SIMD level and optimization, OpenBLAS's build and oneDNN's version; and a
     // version of how xgrad feeds and times the back ends (v2: oneDNN in fixed panels; v3: repeated
-    // samples; v4: long k in panels), so older choices go.
+    // samples; v4: long k in panels; v5: one-row products as OpenBLAS's GEMV), so older choices go.
     static std::string identity() {
         std::ifstream cpuinfo("/proc/cpuinfo");
-        std::string line, out = "gemm choices v4;";
+        std::string line, out = "gemm choices v5;";
         int fields = 0;
         while (fields < 4 && std::getline(cpuinfo, line))
             for (const char* key : {"vendor_id", "cpu family", "model\t", "flags"})
