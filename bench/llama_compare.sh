@@ -9,12 +9,13 @@
 #             tokenizer.bin whose token i is "<i>"; 256 greedy steps from BOS. run.c prints its
 #             tokens/s; xgrad's is timed as (time of 256 tokens − time of 1 token) / 255, so that
 #             both leave out loading. Both must print the same ids.
-#   bench/llama_compare.sh LLAMA2C [--rounds R] [--xgrad PATH]
+#   bench/llama_compare.sh LLAMA2C PEERS [--rounds R] [--xgrad PATH]
 #     LLAMA2C  a karpathy/llama2.c checkout or its git mirror
+#     PEERS    the folder of the peer scripts kept outside this repository (llama2c_step.py)
 set -euo pipefail
+src=$(realpath "$1") peers=$(realpath "$2")  # before the cd: they may be relative to the caller
+shift 2
 cd "$(dirname "$0")/.."
-src=$1
-shift
 rounds=3 xgrad_bin=build/src/xgrad
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -25,7 +26,6 @@ while [[ $# -gt 0 ]]; do
     shift 2
 done
 xgrad_bin=$(realpath "$xgrad_bin")
-peers=$(realpath ../shared/peers)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 show() { if [[ -f "$src/$1" ]]; then cat "$src/$1"; else git -C "$src" show "HEAD:$1"; fi; }  # a checkout or a mirror

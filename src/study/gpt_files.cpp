@@ -43,14 +43,7 @@ template <Real T>
 nn::GPT<T> read_model(const fs::path& in, const nn::GPTConfig& c, const std::string& first_source) {
     Generator gen(0);
     nn::GPT<T> model(c, gen);
-    std::map<std::string, NpyArray> arrays;
-    for_each_parameter_name(model, [&](const std::string& name, const auto& v) {
-        NpyArray a = *read_input(in, name);
-        expect_dtype<T>(a, first_source);
-        expect_shape(a, std::vector<std::size_t>(v.shape().begin(), v.shape().end()), "(from config.json)");
-        expect_finite(a);
-        arrays.emplace(name, std::move(a));
-    });
+    auto arrays = read_parameter_files<T>(in, model, first_source);
     for (const auto& entry : fs::directory_iterator(in))  // buffers: nanoGPT's causal masks, checked
         if (const std::string name = entry.path().stem().string(); io::detail::is_gpt_buffer(name))
             arrays.emplace(name, read_npy(entry.path()));

@@ -43,15 +43,7 @@ template <Real T>
 nn::Llama<T> read_model(const fs::path& in, const nn::LlamaConfig& c, const std::string& first_source) {
     Generator gen(0);
     nn::Llama<T> model(c, gen);
-    std::map<std::string, NpyArray> arrays;
-    for_each_parameter_name(model, [&](const std::string& name, const auto& v) {
-        NpyArray a = *read_input(in, name);
-        expect_dtype<T>(a, first_source);
-        expect_shape(a, std::vector<std::size_t>(v.shape().begin(), v.shape().end()), "(from config.json)");
-        expect_finite(a);
-        arrays.emplace(name, std::move(a));
-    });
-    io::load_state_dict(model, arrays, {}, in.string());
+    io::load_state_dict(model, read_parameter_files<T>(in, model, first_source), {}, in.string());
     set_training(model, false);
     return model;
 }

@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "xgrad/io/npy.hpp"
+#include "xgrad/nn/module.hpp"
 #include "xgrad/ops/mask.hpp"
 
 namespace xgrad::cli {
@@ -73,6 +75,21 @@ void expect_dtype(const NpyArray& a, const std::string& run_source) {
     if (a.dtype != dtype_of<T>())
         throw io_error(a.source + ": has dtype " + dtype_name(a.dtype) + " but " + run_source + " is " +
                        dtype_name(dtype_of<T>()) + "; all float inputs must have the same dtype");
+}
+
+// IN/<name>.npy for every parameter of `model` (T its element type), each of the model's shape, of
+// dtype T (the file `first_source` set it), finite.
+template <Real T, class Model>
+std::map<std::string, NpyArray> read_parameter_files(const fs::path& in, const Model& model, const std::string& first_source) {
+    std::map<std::string, NpyArray> arrays;
+    for_each_parameter_name(model, [&](const std::string& name, const auto& v) {
+        NpyArray a = *read_input(in, name);
+        expect_dtype<T>(a, first_source);
+        expect_shape(a, std::vector<std::size_t>(v.shape().begin(), v.shape().end()), "(from config.json)");
+        expect_finite(a);
+        arrays.emplace(name, std::move(a));
+    });
+    return arrays;
 }
 
 template <Real T>

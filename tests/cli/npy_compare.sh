@@ -1,3 +1,5 @@
+# shellcheck shell=sh
+# shellcheck disable=SC2154  # xgrad and work: set by the script that sources this file
 # Shared by the CLI checks that compare a command's .npy files with a reference run (sourced).
 # fail MESSAGE: prints FAIL and exits 1. compare EXPECTED_DIR GOT_DIR TOLERANCE: the same file
 # names, and every value within TOLERANCE · (1 + |expected|).

@@ -4,6 +4,8 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "xgrad/nn/layers.hpp"
 #include "xgrad/nn/linear.hpp"
 #include "xgrad/ops/hook_point.hpp"
+#include "xgrad/ops/linear_cross_entropy.hpp"
 
 namespace xgrad::nn {
 
@@ -52,6 +55,31 @@ Var<T, 3> project_add(const Var<T, 3>& residual, const Linear<T>& proj, const Dr
     if (hook_wanted(hook)) return residual + hook_point(drop(proj(x)), hook);
     if (drop.p == 0 || !drop.training) return proj.add(residual, x);
     return drop.add(residual, proj(x));
+}
+
+// A language model's forward (logits through its unembedding, node `name`) and loss (the mean
+// cross-entropy, target -1 ignored, the unembedding and the loss in one op: linear_cross_entropy);
+// `who` and `input` name the model and its input in errors.
+template <class Model>
+LanguageModelOutput<typename Model::value_type> language_model_forward(const Model& m,
+                                                                       const xt::xtensor<std::int64_t, 2>& tokens,
+                                                                       const LanguageModelOptions& o, const char* name) {
+    LanguageModelOutput<typename Model::value_type> out;
+    const auto x = m.hidden(tokens, o, o.need_weights ? &out.attn_weights : nullptr);
+    out.logits = named(linear(x, m.unembedding()), name);
+    return out;
+}
+template <class Model>
+Var<typename Model::value_type, 0> language_model_loss(const Model& m, const xt::xtensor<std::int64_t, 2>& tokens,
+                                                       const xt::xtensor<std::int64_t, 2>& targets,
+                                                       const LanguageModelOptions& o, const char* who, const char* input,
+                                                       const char* name) {
+    if (targets.shape() != tokens.shape())
+        throw shape_error(std::string(who) + "::loss: targets have shape " + shape_str(targets.shape()) + " but " + input +
+                          " " + shape_str(tokens.shape()));
+    LinearCrossEntropyOptions opts;
+    opts.ignore_index = -1;
+    return named(linear_cross_entropy(m.hidden(tokens, o, nullptr), m.unembedding(), targets, opts), name);
 }
 
 // Appends rows (B, T, width) at positions [cache.before, + T) of the cache tensor (B, capacity,

@@ -261,22 +261,13 @@ Var<T, 3> GPT<T>::resume(std::size_t layer, Var<T, 3> x, const GPTForwardOptions
 
 template <Real T>
 GPTOutput<T> GPT<T>::forward(const xt::xtensor<std::int64_t, 2>& idx, const GPTForwardOptions& o) const {
-    GPTOutput<T> out;
-    const Var<T, 3> x = hidden(idx, o, o.need_weights ? &out.attn_weights : nullptr);
-    out.logits = named(linear(x, lm_head.weight), "lm_head");
-    return out;
+    return detail::language_model_forward(*this, idx, o, "lm_head");
 }
 
 template <Real T>
 Var<T, 0> GPT<T>::loss(const xt::xtensor<std::int64_t, 2>& idx, const xt::xtensor<std::int64_t, 2>& targets,
                        const GPTForwardOptions& o) const {
-    if (targets.shape() != idx.shape())
-        throw shape_error("GPT::loss: targets have shape " + shape_str(targets.shape()) + " but idx " +
-                          shape_str(idx.shape()));
-    LinearCrossEntropyOptions opts;
-    opts.ignore_index = -1;  // gpt_loss's
-    const Var<T, 3> x = hidden(idx, o, nullptr);
-    return named(linear_cross_entropy(x, lm_head.weight, targets, opts), "lm_head_loss");
+    return detail::language_model_loss(*this, idx, targets, o, "GPT", "idx", "lm_head_loss");  // gpt_loss's value
 }
 
 template <Real T>

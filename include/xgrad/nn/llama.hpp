@@ -256,21 +256,13 @@ Var<T, 3> Llama<T>::resume(std::size_t layer, Var<T, 3> x, const LanguageModelOp
 
 template <Real T>
 LanguageModelOutput<T> Llama<T>::forward(const xt::xtensor<std::int64_t, 2>& tokens, const LanguageModelOptions& o) const {
-    LanguageModelOutput<T> out;
-    const Var<T, 3> x = hidden(tokens, o, o.need_weights ? &out.attn_weights : nullptr);
-    out.logits = named(linear(x, output.weight), "output");
-    return out;
+    return detail::language_model_forward(*this, tokens, o, "output");
 }
 
 template <Real T>
 Var<T, 0> Llama<T>::loss(const xt::xtensor<std::int64_t, 2>& tokens, const xt::xtensor<std::int64_t, 2>& targets,
                          const LanguageModelOptions& o) const {
-    if (targets.shape() != tokens.shape())
-        throw shape_error("Llama::loss: targets have shape " + shape_str(targets.shape()) + " but tokens " +
-                          shape_str(tokens.shape()));
-    LinearCrossEntropyOptions opts;
-    opts.ignore_index = -1;  // model.py's
-    return named(linear_cross_entropy(hidden(tokens, o, nullptr), output.weight, targets, opts), "output_loss");
+    return detail::language_model_loss(*this, tokens, targets, o, "Llama", "tokens", "output_loss");  // model.py's
 }
 
 }  // namespace xgrad::nn
