@@ -4,7 +4,7 @@
 # shellcheck disable=SC2034  # used by the scripts that source this file
 XGRAD_PACKAGES="g++ meson ninja-build pkg-config cmake
   xtensor-dev libxtensor-blas-dev libxsimd-dev libopenblas-dev libboost-dev
-  doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libpcre2-dev libcairo2-dev fonts-dejavu-core graphviz
+  doctest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzip-dev libpcre2-dev libsentencepiece-dev libcairo2-dev fonts-dejavu-core graphviz
   python3-numpy
   libopenmpi-dev openmpi-bin libdnnl-dev fortunes"
 # What ./scripts/test adds: a real browser for the explore page's test (tests/explore/); node and npm

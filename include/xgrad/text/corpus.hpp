@@ -9,7 +9,7 @@
 // the first ⌊N·(1 − val_fraction)⌋ tokens, val the rest; a window starts at a uniform position of
 // its split with block_size + 1 tokens inside it (nanoGPT's get_batch). A sparse index (one byte
 // offset per 1024 tokens) finds a position without holding the token stream in memory; a BPE
-// tokenizer, which encodes whole texts, has the text encoded once and its ids kept.
+// or SentencePiece tokenizer, which encodes whole texts, has the text encoded once and its ids kept.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -71,7 +71,7 @@ public:
             throw value_error("Windows: val_fraction must be in [0, 1), got " + std::to_string(val_fraction));
         const std::string_view s = corpus_.text();
         std::size_t n = 0;
-        if (tok_.kind() == Tokenizer::Kind::bpe) {  // BPE encodes whole texts: the ids are kept
+        if (tok_.encodes_whole_texts()) {  // BPE and SentencePiece: the ids of the whole text are kept
             ids_ = tok_.encode(s, corpus_.name());
             n = ids_.size();
         }
@@ -128,7 +128,7 @@ private:
     Corpus corpus_;
     Tokenizer tok_;
     std::vector<std::size_t> index_;  // byte offset of token k·index_stride
-    std::vector<std::int64_t> ids_;   // a BPE tokenizer's ids of the whole text
+    std::vector<std::int64_t> ids_;   // a BPE or SentencePiece tokenizer's ids of the whole text
     std::size_t tokens_ = 0, train_tokens_ = 0;
 };
 

@@ -1,7 +1,8 @@
-// Tokenizers for language models on UTF-8 text, one interface for the three kinds:
+// Tokenizers for language models on UTF-8 text, one interface for the four kinds:
 //
 //   auto bytes = text::Tokenizer::bytes();               // 256 ids, one per byte: any input works
 //   auto gpt2 = text::Tokenizer::bpe_folder("gpt2/");    // GPT-2's byte-level BPE (bpe.hpp)
+//   auto llama = text::Tokenizer::sentencepiece("tokenizer.model");  // Llama's (sentencepiece.hpp)
 //   auto chars = text::Tokenizer::characters(corpus);    // one id per distinct character of the
 //                                                        // corpus, sorted by code point (nanoGPT's
 //                                                        // sorted(set(text)): the same ids)
@@ -10,7 +11,7 @@
 //
 // The character vocabulary travels with a checkpoint as its code points (vocabulary()). Byte and
 // character tokenizers also give one token at a time (next(), which text::Windows reads a corpus
-// with); BPE tokenizes whole texts (encode()).
+// with); BPE and SentencePiece tokenize whole texts (encode()).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +26,7 @@
 
 #include "xgrad/core/error.hpp"
 #include "xgrad/text/bpe.hpp"
+#include "xgrad/text/sentencepiece.hpp"
 
 namespace xgrad::text {
 
@@ -101,7 +103,7 @@ inline std::string replace_invalid_utf8(std::string_view s) {
 
 class Tokenizer {
 public:
-    enum class Kind { byte, character, bpe };
+    enum class Kind { byte, character, bpe, sentencepiece };
 
     static Tokenizer bytes() { return Tokenizer(Kind::byte, {}); }
     // The distinct characters of `text` (UTF-8), sorted by code point; `what` names it in errors.
@@ -148,22 +150,37 @@ public:
     }
     explicit Tokenizer(std::shared_ptr<const BpeModel> model) : kind_(Kind::bpe), bpe_(std::move(model)) {}
 
+    // A SentencePiece model file (tokenizer.model: Llama's, llama2.c's, or one trained by
+    // SentencePieceModel::train).
+    static Tokenizer sentencepiece(const std::filesystem::path& model) {
+        return Tokenizer(SentencePieceModel::load(model));
+    }
+    explicit Tokenizer(std::shared_ptr<const SentencePieceModel> model)
+        : kind_(Kind::sentencepiece), sentencepiece_(std::move(model)) {}
+
     Kind kind() const { return kind_; }
     std::size_t vocab_size() const {
-        return kind_ == Kind::byte ? 256 : kind_ == Kind::bpe ? bpe_->vocab_size() : chars_.size();
+        return kind_ == Kind::byte ? 256
+               : kind_ == Kind::bpe ? bpe_->vocab_size()
+               : kind_ == Kind::sentencepiece ? sentencepiece_->vocab_size()
+                                              : chars_.size();
     }
-    // Whether character c is a token of a byte or character vocabulary (value_error for BPE).
+    // BPE and SentencePiece: encode() takes whole texts, next() is refused.
+    bool encodes_whole_texts() const { return kind_ == Kind::bpe || kind_ == Kind::sentencepiece; }
+    // Whether character c is a token of a byte or character vocabulary (value_error for the others).
     bool contains(char32_t c) const {
-        if (kind_ == Kind::bpe) throw value_error("Tokenizer::contains: a BPE vocabulary holds byte strings, not characters");
+        if (encodes_whole_texts())
+            throw value_error("Tokenizer::contains: a BPE or SentencePiece vocabulary holds strings, not characters");
         return kind_ == Kind::byte ? c < 256 : std::binary_search(chars_.begin(), chars_.end(), c);
     }
-    const std::vector<char32_t>& vocabulary() const { return chars_; }  // empty for bytes and BPE
+    const std::vector<char32_t>& vocabulary() const { return chars_; }  // empty but for characters
     const BpeModel* bpe_model() const { return bpe_.get(); }           // null unless BPE
+    const SentencePieceModel* sentencepiece_model() const { return sentencepiece_.get(); }  // null unless SentencePiece
 
     // The id of the token starting at s[at] and its length in bytes.
     std::pair<std::int64_t, std::size_t> next(std::string_view s, std::size_t at, const std::string& what) const {
-        if (kind_ == Kind::bpe)
-            throw value_error(what + ": a BPE tokenizer encodes whole texts (encode), not one token at a time");
+        if (encodes_whole_texts())
+            throw value_error(what + ": a BPE or SentencePiece tokenizer encodes whole texts (encode), not one token at a time");
         if (kind_ == Kind::byte) return {std::int64_t(static_cast<unsigned char>(s[at])), 1};
         const DecodedChar d = decode_utf8(s, at, what);
         const auto it = std::lower_bound(chars_.begin(), chars_.end(), d.code);
@@ -173,12 +190,17 @@ public:
                               " characters of the training text)");
         return {std::int64_t(it - chars_.begin()), d.length};
     }
-    // `special` matters to BPE only (bpe.hpp): the other kinds have no special tokens.
+    // `special` matters to GPT-2's BPE only (bpe.hpp): SentencePiece reads "<s>" as text, as its
+    // library does, and the other kinds have no special tokens.
     std::vector<std::int64_t> encode(std::string_view s, const std::string& what = "text",
                                      Special special = Special::as_text) const {
         std::vector<std::int64_t> ids;
         if (kind_ == Kind::bpe) {
             bpe_->encode(s, special, ids);
+            return ids;
+        }
+        if (kind_ == Kind::sentencepiece) {
+            sentencepiece_->encode(s, what, ids);
             return ids;
         }
         for (std::size_t at = 0; at < s.size();) {
@@ -188,16 +210,20 @@ public:
         }
         return ids;
     }
-    // Appends token `id`'s text (a byte or BPE token may be part of a UTF-8 sequence).
+    // Appends token `id`'s text (a byte, BPE or SentencePiece byte token may be part of a UTF-8
+    // sequence; a SentencePiece piece's "▁" is a space).
     void append(std::string& out, std::int64_t id) const {
         if (kind_ == Kind::bpe) return bpe_->append(out, id);
+        if (kind_ == Kind::sentencepiece) return sentencepiece_->append(out, id);
         if (id < 0 || std::size_t(id) >= vocab_size())
             throw value_error("Tokenizer: id " + std::to_string(id) + " is outside the vocabulary of " +
                               std::to_string(vocab_size()));
         if (kind_ == Kind::byte) out += char(static_cast<unsigned char>(id));
         else append_utf8(out, chars_[std::size_t(id)]);
     }
+    // The tokens' texts joined; SentencePiece decodes as its library does (sentencepiece.hpp).
     std::string decode(std::span<const std::int64_t> ids) const {
+        if (kind_ == Kind::sentencepiece) return sentencepiece_->decode(ids);
         std::string out;
         for (std::int64_t id : ids) append(out, id);
         return out;
@@ -216,6 +242,7 @@ private:
     Kind kind_;
     std::vector<char32_t> chars_;  // sorted code points; the id is the index
     std::shared_ptr<const BpeModel> bpe_;
+    std::shared_ptr<const SentencePieceModel> sentencepiece_;
 };
 
 }  // namespace xgrad::text
