@@ -67,7 +67,9 @@ std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, cons
 
 text::Tokenizer read_gpt2_tokenizer(const fs::path& dir, const nn::GPTConfig& c) {
     text::Tokenizer tok = read_folder_tokenizer(dir);
-    const fs::path file = dir / (tok.kind() == text::Tokenizer::Kind::bpe ? "vocab.json" : xgrad_tokenizer_file);
+    const fs::path file = dir / (tok.kind() == text::Tokenizer::Kind::bpe             ? "vocab.json"
+                                 : tok.kind() == text::Tokenizer::Kind::sentencepiece ? sentencepiece_file
+                                                                                      : xgrad_tokenizer_file);
     if (tok.vocab_size() > c.vocab_size)
         throw io_error(file.string() + ": " + std::to_string(tok.vocab_size()) + " tokens, more than " +
                        (dir / "config.json").string() + "'s vocab_size " + std::to_string(c.vocab_size));
@@ -77,6 +79,8 @@ text::Tokenizer read_gpt2_tokenizer(const fs::path& dir, const nn::GPTConfig& c)
 text::Tokenizer read_folder_tokenizer(const fs::path& dir) {
     std::error_code ec;
     const fs::path path = dir / xgrad_tokenizer_file;
+    if (!fs::exists(path, ec) && fs::exists(dir / sentencepiece_file, ec))
+        return text::Tokenizer::sentencepiece(dir / sentencepiece_file);
     if (!fs::exists(path, ec)) return text::Tokenizer::bpe_folder(dir);
     const std::string source = path.string(), text = read_text(path);
     const nlohmann::json j = xgrad::detail::parse_json_unique_keys(text.data(), text.data() + text.size(), source);
@@ -110,6 +114,10 @@ void write_folder_tokenizer(const fs::path& dir, const text::Tokenizer& tok) {
     if (const text::BpeModel* bpe = tok.bpe_model()) {
         write("vocab.json", bpe->vocab_json());
         write("merges.txt", bpe->merges_txt());
+        return;
+    }
+    if (const text::SentencePieceModel* sentencepiece = tok.sentencepiece_model()) {
+        write(sentencepiece_file, sentencepiece->serialized());
         return;
     }
     nlohmann::ordered_json j{{"version", 1}, {"kind", tok.kind() == text::Tokenizer::Kind::byte ? "byte" : "character"}};

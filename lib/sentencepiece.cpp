@@ -18,10 +18,17 @@ namespace {
 
 constexpr std::string_view whitespace_mark = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-    for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-        s.replace(at, from.size(), to);
-    return s;
+// A piece's text: "▁" as a space (appended, not replaced in place: g++ 12 warns falsely on that).
+std::string with_spaces(std::string_view piece) {
+    std::string out;
+    for (std::size_t at = 0; at < piece.size();) {
+        const std::size_t mark = std::min(piece.find(whitespace_mark, at), piece.size());
+        out.append(piece.substr(at, mark - at));
+        if (mark == piece.size()) break;
+        out += ' ';
+        at = mark + whitespace_mark.size();
+    }
+    return out;
 }
 
 // The text's lines, one sentence each, as the trainer reads a text file.
@@ -144,7 +151,7 @@ void SentencePieceModel::append(std::string& out, std::int64_t id) const {
         out += char(std::stoi(piece.substr(3, 2), nullptr, 16));
         return;
     }
-    out += replace_all(piece, whitespace_mark, " ");
+    out += with_spaces(piece);
 }
 
 std::string SentencePieceModel::serialized() const {
@@ -159,7 +166,7 @@ std::string SentencePieceModel::llama2c_tokenizer_bin() const {
     for (int id = 0; id < p.GetPieceSize(); ++id) {
         tokens.push_back(id == p.bos_id()   ? std::string("\n<s>\n")
                          : id == p.eos_id() ? std::string("\n</s>\n")
-                                            : replace_all(p.IdToPiece(id), whitespace_mark, " "));
+                                            : with_spaces(p.IdToPiece(id)));
         longest = std::max(longest, std::uint32_t(tokens.back().size()));
     }
     std::string out;

@@ -65,11 +65,13 @@ int main(int argc, char** argv) {
     setup_train_mlp(*train->add_subcommand("mlp", "a small MLP on a synthetic regression task (SGD)"));
     setup_train_gpt(*train->add_subcommand(
         "gpt", "a GPT learns a text (nanoGPT's recipe; default: the fortunes package), samples at each evaluation"));
-    setup_sample(*app.add_subcommand("sample", "continue a prompt with a trained GPT, streaming tokens"));
+    setup_train_llama(*train->add_subcommand(
+        "llama", "a Llama learns a text (train gpt's recipe, llama2.c's model; a SentencePiece vocabulary learned from it)"));
+    setup_sample(*app.add_subcommand("sample", "continue a prompt with a trained GPT or Llama, streaming tokens"));
     setup_tokenize(*app.add_subcommand(
-        "tokenize", "text on standard input to token ids, or ids to text (--decode): GPT-2's BPE or a checkpoint's"));
+        "tokenize", "text on standard input to token ids, or ids to text (--decode): GPT-2's BPE, SentencePiece or a checkpoint's"));
     setup_export(*app.add_subcommand(
-        "export", "convert a GPT between a train gpt checkpoint, a nanoGPT .npz, a model folder and an llm.c .bin"));
+        "export", "convert a GPT between a train gpt checkpoint, a nanoGPT .npz, a model folder and an llm.c .bin; a Llama to llama2.c's files"));
     setup_gpt(*app.add_subcommand("gpt", "run a GPT (nanoGPT's files) forward/backward on .npy files"));
     setup_llama(*app.add_subcommand("llama", "run a Llama (llama2.c's files) forward/backward on .npy files"));
     setup_patch(*app.add_subcommand(

@@ -18,6 +18,7 @@ void setup_train_copy(CLI::App& cmd);
 void setup_train_sort(CLI::App& cmd);
 void setup_train_mlp(CLI::App& cmd);
 void setup_train_gpt(CLI::App& cmd);
+void setup_train_llama(CLI::App& cmd);
 void setup_sample(CLI::App& cmd);
 void setup_tokenize(CLI::App& cmd);
 void setup_export(CLI::App& cmd);

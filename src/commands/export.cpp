@@ -2,9 +2,10 @@
 // checkpoint (.npz with its config), a nanoGPT state dict (.npz without one: --n_head, --gelu), a model
 // folder (config.json, model.safetensors, the tokenizer: io/gpt_folder.hpp) or an llm.c model (.bin).
 // OUT is a folder, a .npz (nanoGPT's state dict; with the config and a byte or character tokenizer,
-// which xgrad's commands read as a checkpoint) or a .bin (llm.c), by its name or --to. Everything is
-// read and checked before anything is written: a folder appears whole (io::StagingDir), a file by a
-// rename.
+// which xgrad's commands read as a checkpoint) or a .bin (llm.c), by its name or --to. A Llama (a
+// `train llama` checkpoint or a llama2.c .bin) goes to llama2.c's files instead (export_llama).
+// Everything is read and checked before anything is written: a folder appears whole
+// (io::StagingDir), a file by a rename.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "commands/commands.hpp"
 #include "tasks/gpt.hpp"
+#include "tasks/llama.hpp"
 
 namespace xgrad::cli {
 namespace {
@@ -55,8 +57,59 @@ gpt_task::LoadedModel read_in(const ExportOptions& o) {
     return m;
 }
 
+// A Llama (a `train llama` checkpoint or a llama2.c .bin) as llama2.c's files: `--to llama2c` a
+// folder of model.bin and tokenizer.bin (run.c's two files; the tokenizer SentencePiece), *.bin the
+// model alone, *.npz a `train llama` checkpoint (its tokenizer's files beside it).
+int export_llama(const ExportOptions& o) {
+    const std::string kind = o.to.empty() && o.out.ends_with(".bin") ? "bin" : out_kind(o);
+    if (kind != "llama2c" && kind != "bin" && kind != "npz")
+        throw value_error(fmt::format("{}: a Llama is written as llama2.c's files (--to llama2c, a folder of model.bin and "
+                                      "tokenizer.bin), a .bin or an .npz checkpoint, not as a {}", o.in, kind));
+    if (o.n_head_given || o.gelu_given)
+        throw value_error(fmt::format("{}: --n_head and --gelu are for a nanoGPT state dict; this file records its model", o.in));
+    if (kind == "llama2c") io::StagingDir::check_target(o.out);
+    else io::require_parent_dir(o.out);
+    llama_task::LoadedLlama m = llama_task::load_llama(o.in);
+    if (!o.tokenizer.empty()) {
+        m.tokenizer = gpt_task::tokenizer_of(o.tokenizer);
+        if (m.tokenizer->vocab_size() > m.model.config.vocab_size)
+            throw value_error(fmt::format("--tokenizer {}: {} tokens, more than {}'s vocab_size {}", o.tokenizer,
+                                          m.tokenizer->vocab_size(), o.in, m.model.config.vocab_size));
+    }
+    const text::SentencePieceModel* sentencepiece = m.tokenizer ? m.tokenizer->sentencepiece_model() : nullptr;
+    if (kind == "llama2c") {
+        if (!sentencepiece)
+            throw value_error(o.in + ": run.c's tokenizer.bin is a SentencePiece vocabulary and this model has " +
+                              (m.tokenizer ? "another kind of tokenizer" : "none") +
+                              ": give --tokenizer M (a tokenizer.model), or write the model alone to a .bin");
+        if (sentencepiece->vocab_size() != m.model.config.vocab_size)
+            throw value_error(fmt::format("{}: run.c reads as many tokens as the model's vocab_size {}; the tokenizer has {}",
+                                          o.in, m.model.config.vocab_size, sentencepiece->vocab_size()));
+        io::StagingDir staging(o.out);
+        io::save_llama2c(m.model, staging.file("model.bin"));
+        const std::string bin = sentencepiece->llama2c_tokenizer_bin();
+        io::write_file_atomic(staging.file("tokenizer.bin"), bin.data(), bin.size());
+        staging.commit();
+    } else if (kind == "bin") {
+        io::save_llama2c(m.model, o.out);
+    } else {
+        if (!m.tokenizer)
+            throw value_error(o.in + ": holds no tokenizer, which a `train llama` checkpoint records: give --tokenizer M");
+        if (const fs::path dir = fs::path(o.out).parent_path(); m.tokenizer->encodes_whole_texts())
+            io::write_folder_tokenizer(dir.empty() ? "." : dir, *m.tokenizer);
+        io::save_model_with_config(o.out, m.model, llama_task::checkpoint_config(m.model.config, *m.tokenizer));
+    }
+    const nn::LlamaConfig& c = m.model.config;
+    fmt::print("{} -> {} ({}: {} layers, {} heads, {} key/value heads, dim {}, vocab {}{})\n", o.in, o.out, kind,
+               c.n_layers, c.n_heads, c.kv_heads(), c.dim, c.vocab_size,
+               m.tokenizer ? fmt::format(", {}-token tokenizer", m.tokenizer->vocab_size()) : std::string());
+    return 0;
+}
+
 int export_model(const ExportOptions& o) {
+    if (llama_task::is_llama(o.in)) return export_llama(o);
     const std::string kind = out_kind(o);
+    if (kind == "llama2c") throw value_error(o.in + ": --to llama2c writes a Llama; this is a GPT");
     if (kind == "folder") io::StagingDir::check_target(o.out);
     else io::require_parent_dir(o.out);
     gpt_task::LoadedModel m = read_in(o);
@@ -91,13 +144,19 @@ int export_model(const ExportOptions& o) {
 
 void setup_export(CLI::App& cmd) {
     static ExportOptions o;
-    cmd.add_option("IN", o.in, "a `train gpt` checkpoint or nanoGPT state dict (.npz), a model folder, or an llm.c .bin")
+    cmd.add_option("IN", o.in,
+                   "a `train gpt` or `train llama` checkpoint or a nanoGPT state dict (.npz), a model folder, or an "
+                   "llm.c or llama2.c .bin")
         ->required()
         ->check(CLI::ExistingPath);
-    cmd.add_option("OUT", o.out, "a folder (config.json, model.safetensors, the tokenizer), an .npz or an llm.c .bin")
+    cmd.add_option("OUT", o.out,
+                   "a folder (config.json, model.safetensors, the tokenizer), an .npz, an llm.c or llama2.c .bin, or "
+                   "with --to llama2c a folder of model.bin and tokenizer.bin")
         ->required();
-    cmd.add_option("--to", o.to, "OUT's kind when its name does not say it (default: from the name)")
-        ->check(CLI::IsMember({"folder", "npz", "bin"}));
+    cmd.add_option("--to", o.to,
+                   "OUT's kind when its name does not say it (default: from the name); llama2c: a folder of run.c's "
+                   "model.bin and tokenizer.bin, from a Llama")
+        ->check(CLI::IsMember({"folder", "npz", "bin", "llama2c"}));
     cmd.add_option("--tokenizer", o.tokenizer,
                    "the tokenizer to write with the model, from any model `xgrad tokenize --model` takes (default: IN's)")
         ->check(CLI::ExistingPath);

@@ -1,11 +1,13 @@
 // `xgrad sample --checkpoint FILE`: text from a GPT or a Llama, streamed token by token as nanoGPT's
 // sample.py prints it (with a key/value cache: each token costs one position's work). FILE is a
-// `train gpt` checkpoint.npz (its tokenizer inside), a nanoGPT state dict .npz with --vocab-text (the
-// text its character vocabulary was built from) and --n_head, an llm.c model .bin (GPT-2's BPE ids),
-// or a llama2.c checkpoint .bin (the file run.c reads); the last two without a tokenizer print ids
-// as numbers and take the prompt as --prompt-ids. `--model DIR` takes a folder in Hugging Face's
-// GPT-2 layout (io/gpt_folder.hpp) instead, its BPE tokenizer inside. --temperature 0 is greedy;
-// --print-ids prints the generated ids only, comma-separated, on one line.
+// `train gpt` or `train llama` checkpoint.npz (its tokenizer inside or beside), a nanoGPT state dict
+// .npz with --vocab-text (the text its character vocabulary was built from) and --n_head, an llm.c
+// model .bin (GPT-2's BPE ids), or a llama2.c checkpoint .bin (the file run.c reads); the last two
+// hold no tokenizer: --tokenizer gives one (a GPT-2 folder, a tokenizer.model), else they print ids
+// and take the prompt as --prompt-ids. `--model DIR` takes a folder in Hugging Face's GPT-2 layout
+// (io/gpt_folder.hpp) instead, its BPE tokenizer inside. A SentencePiece tokenizer starts the prompt
+// with its <s>, as run.c does. --temperature 0 is greedy; --print-ids prints the generated ids only,
+// comma-separated, on one line.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -17,14 +19,14 @@
 
 #include "commands/commands.hpp"
 #include "tasks/gpt.hpp"
-#include "xgrad/io/llama2c.hpp"
+#include "tasks/llama.hpp"
 #include "xgrad/nn/generate.hpp"
 
 namespace xgrad::cli {
 namespace {
 
 struct SampleOptions {
-    std::string checkpoint, model, prompt = "\n", prompt_ids, vocab_text;
+    std::string checkpoint, model, prompt, prompt_ids, vocab_text, tokenizer;
     bool print_ids = false;
     std::size_t n_head = 0;
     int tokens = 500, samples = 1, top_k = 200, threads = 1;
@@ -52,14 +54,6 @@ gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
     return m;
 }
 
-// Whether FILE is llama2.c's checkpoint: a .bin that does not start with llm.c's magic number.
-bool is_llama2c(const std::string& file) {
-    if (!file.ends_with(".bin")) return false;
-    std::int32_t first = 0;
-    std::ifstream(file, std::ios::binary).read(reinterpret_cast<char*>(&first), sizeof(first));
-    return first != io::detail::llmc_magic;
-}
-
 // o.samples samples from `model` (a CachedDecoder), drawing ids below usable_vocab; the text through
 // `tokenizer` when there is one, else ids.
 template <class Model>
@@ -71,8 +65,12 @@ int sample_from(const Model& model, const text::Tokenizer* tokenizer, std::size_
         for (const auto id : start)
             if (id < 0 || std::size_t(id) >= usable_vocab)
                 throw value_error(fmt::format("--prompt-ids: {} is outside the vocabulary of {}", id, usable_vocab));
+    } else if (const text::SentencePieceModel* sp = tokenizer ? tokenizer->sentencepiece_model() : nullptr) {
+        if (sp->bos_id()) start.push_back(*sp->bos_id());  // run.c's encode(..., bos 1, eos 0)
+        const auto ids = tokenizer->encode(o.prompt, "--prompt");
+        start.insert(start.end(), ids.begin(), ids.end());
     } else if (tokenizer) {
-        start = tokenizer->encode(o.prompt, "--prompt");
+        start = tokenizer->encode(o.prompt.empty() ? "\n" : o.prompt, "--prompt");
     } else {
         throw value_error(o.checkpoint + ": this model file holds no tokenizer; give the prompt as --prompt-ids");
     }
@@ -110,23 +108,29 @@ int sample_from(const Model& model, const text::Tokenizer* tokenizer, std::size_
     return 0;
 }
 
+// --tokenizer M in place of the model file's own (llm.c and llama2.c files have none).
+template <class Loaded>
+int sample_loaded(Loaded m, const SampleOptions& o) {
+    if (!o.tokenizer.empty()) {
+        m.tokenizer = gpt_task::tokenizer_of(o.tokenizer);
+        if (m.tokenizer->vocab_size() > m.model.config.vocab_size)
+            throw value_error(fmt::format("--tokenizer {}: {} tokens, more than the model's vocab_size {}", o.tokenizer,
+                                          m.tokenizer->vocab_size(), m.model.config.vocab_size));
+        m.usable_vocab = m.tokenizer->vocab_size();
+    }
+    return sample_from(m.model, m.tokenizer ? &*m.tokenizer : nullptr, m.usable_vocab, o);
+}
+
 int sample(const SampleOptions& o) {
     set_num_threads(std::size_t(o.threads));
     if (o.checkpoint.empty() == o.model.empty()) throw value_error("give --checkpoint FILE or --model DIR (one of them)");
-    if (is_llama2c(o.checkpoint)) {
-        const io::Llama2cFile f = io::read_llama2c(o.checkpoint);
-        Generator gen(0);
-        nn::Llama<float> model(f.config, gen);
-        io::load_llama2c(model, f);
-        set_training(model, false);
-        return sample_from(model, nullptr, f.config.vocab_size, o);
-    }
+    if (o.model.empty() && llama_task::is_llama(o.checkpoint)) return sample_loaded(llama_task::load_llama(o.checkpoint), o);
     // a model folder, an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
     const bool known = !o.model.empty() || o.checkpoint.ends_with(".bin");
-    const gpt_task::LoadedModel m = known || !io::read_checkpoint_config(o.checkpoint).empty()
-                                        ? gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model)
-                                        : load_nanogpt(o);
-    return sample_from(m.model, m.tokenizer ? &*m.tokenizer : nullptr, m.usable_vocab, o);
+    return sample_loaded(known || !io::read_checkpoint_config(o.checkpoint).empty()
+                             ? gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model)
+                             : load_nanogpt(o),
+                         o);
 }
 
 }  // namespace
@@ -134,14 +138,19 @@ int sample(const SampleOptions& o) {
 void setup_sample(CLI::App& cmd) {
     static SampleOptions o;
     auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint,
-                                      "a `train gpt` checkpoint.npz, a nanoGPT state dict .npz, an llm.c .bin or a "
-                                      "llama2.c checkpoint .bin")
+                                      "a `train gpt` or `train llama` checkpoint.npz, a nanoGPT state dict .npz, an "
+                                      "llm.c .bin or a llama2.c checkpoint .bin")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
                                        "merges.txt), instead of --checkpoint (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(checkpoint);
-    cmd.add_option("--prompt", o.prompt, "the text to continue");
+    cmd.add_option("--prompt", o.prompt,
+                   "the text to continue (default: a newline; with a SentencePiece tokenizer <s> alone, as run.c)");
+    cmd.add_option("--tokenizer", o.tokenizer,
+                   "a tokenizer for a model file without one (llm.c, llama2.c): a GPT-2 folder, a tokenizer.model, "
+                   "anything `xgrad tokenize --model` takes (default: the model's)")
+        ->check(CLI::ExistingPath);
     cmd.add_option("--prompt-ids", o.prompt_ids, "the prompt as token ids, comma-separated (llm.c and llama2.c files)");
     cmd.add_option("--tokens", o.tokens, "new tokens per sample")->check(between(1, 1000000));
     cmd.add_option("--samples", o.samples, "how many samples")->check(between(1, 10000));

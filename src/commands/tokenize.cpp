@@ -1,8 +1,8 @@
 // `xgrad tokenize --model M`: standard input's text as token ids (comma-separated, one line), or
 // with --decode, ids (comma-separated) back to text. M is a folder with GPT-2's BPE files
 // (vocab.json + merges.txt, or encoder.json + vocab.bpe: nothing else is read), a folder `train gpt`
-// or `export` wrote (xgrad_tokenizer.json for byte and character vocabularies), or a `train gpt`
-// checkpoint.
+// or `export` wrote (xgrad_tokenizer.json for byte and character vocabularies), a SentencePiece
+// tokenizer.model (Llama's; or a folder holding one), or a `train gpt` or `train llama` checkpoint.
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -63,8 +63,9 @@ int tokenize(const TokenizeOptions& o) {
 void setup_tokenize(CLI::App& cmd) {
     static TokenizeOptions o;
     cmd.add_option("--model", o.model,
-                   "a folder with GPT-2's BPE files (vocab.json + merges.txt, or encoder.json + vocab.bpe) or "
-                   "xgrad_tokenizer.json, or a `train gpt` checkpoint")
+                   "a folder with GPT-2's BPE files (vocab.json + merges.txt, or encoder.json + vocab.bpe), "
+                   "xgrad_tokenizer.json or tokenizer.model; a SentencePiece tokenizer.model; or a `train gpt` or "
+                   "`train llama` checkpoint")
         ->required()
         ->check(CLI::ExistingPath);
     cmd.add_flag("--decode", o.decode, "read comma-separated ids, write their text (U+FFFD for broken UTF-8 at a terminal)");

@@ -2,9 +2,7 @@
 // and tokenizer a checkpoint records, and loading a model from any file or folder they accept.
 //
 // A `train gpt` checkpoint's config (io::CheckpointConfig, int64 by name): n_layer, n_head, n_embd,
-// block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm, tokenizer (0 bytes, 1 characters,
-// 2 GPT-2's BPE, whose vocab.json and merges.txt are in the checkpoint's folder) and vocab.<id> = the
-// code point of character id.
+// block_size, vocab_size, bias, gelu (0 erf, 1 tanh), dropout_ppm and its tokenizer (tokenizer_config).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -48,16 +46,62 @@ inline text::Corpus default_corpus() {
                                                           " files of the fortunes package)");
 }
 
+// What a checkpoint records of its tokenizer: tokenizer (0 bytes, 1 characters, 2 GPT-2's BPE, 3
+// SentencePiece; the last two's files are in the checkpoint's folder: io::write_folder_tokenizer)
+// and for characters vocab.<id> = the code point of character id.
+inline io::CheckpointConfig tokenizer_config(const text::Tokenizer& tok) {
+    using Kind = text::Tokenizer::Kind;
+    const Kind kind = tok.kind();
+    io::CheckpointConfig out{{"tokenizer", kind == Kind::sentencepiece ? 3
+                                           : kind == Kind::bpe       ? 2
+                                           : kind == Kind::character ? 1
+                                                                     : 0}};
+    for (std::size_t i = 0; i < tok.vocabulary().size(); ++i) out["vocab." + std::to_string(i)] = tok.vocabulary()[i];
+    return out;
+}
+
+// The value of `key` in a checkpoint's config; value_error naming `source` and the key when it is
+// missing or negative (`command` wrote such checkpoints).
+inline std::int64_t checkpoint_entry(const io::CheckpointConfig& c, const std::string& key, const std::string& source,
+                                     const char* command) {
+    const auto it = c.find(key);
+    if (it == c.end() || it->second < 0)
+        throw value_error(source + ": not a `" + command + "` checkpoint (its config has no valid " + key + ")");
+    return it->second;
+}
+
+// The tokenizer tokenizer_config recorded; value_error naming `source` when it does not fit
+// `vocab_size`.
+inline text::Tokenizer checkpoint_tokenizer(const io::CheckpointConfig& c, const std::string& source,
+                                            std::size_t vocab_size, const char* command) {
+    const std::int64_t kind = checkpoint_entry(c, "tokenizer", source, command);
+    text::Tokenizer tok = text::Tokenizer::bytes();
+    if (kind == 2 || kind == 3) {  // the files written beside the checkpoint
+        const std::filesystem::path dir = std::filesystem::path(source).parent_path();
+        try {
+            tok = io::read_folder_tokenizer(dir.empty() ? "." : dir);
+        } catch (const io_error& e) {
+            throw io_error(source + ": its tokenizer is read from the files beside it: " + e.what());
+        }
+    } else if (kind == 1) {
+        std::vector<char32_t> chars;
+        for (std::size_t i = 0; c.count("vocab." + std::to_string(i)); ++i)
+            chars.push_back(char32_t(checkpoint_entry(c, "vocab." + std::to_string(i), source, command)));
+        tok = text::Tokenizer::from_vocabulary(std::move(chars));
+    }
+    if (tok.vocab_size() > vocab_size)
+        throw value_error(source + ": its vocabulary of " + std::to_string(tok.vocab_size()) +
+                          " tokens does not fit the model's vocab_size " + std::to_string(vocab_size));
+    return tok;
+}
+
 inline io::CheckpointConfig checkpoint_config(const nn::GPTConfig& c, const text::Tokenizer& tok) {
     io::CheckpointConfig out{{"n_layer", std::int64_t(c.n_layer)},   {"n_head", std::int64_t(c.n_head)},
                              {"n_embd", std::int64_t(c.n_embd)},     {"block_size", std::int64_t(c.block_size)},
                              {"vocab_size", std::int64_t(c.vocab_size)}, {"bias", c.bias ? 1 : 0},
                              {"gelu", c.gelu == nn::GeluForm::tanh ? 1 : 0},
-                             {"dropout_ppm", std::int64_t(c.dropout * 1e6 + 0.5)},
-                             {"tokenizer", tok.kind() == text::Tokenizer::Kind::bpe         ? 2
-                                           : tok.kind() == text::Tokenizer::Kind::character ? 1
-                                                                                            : 0}};
-    for (std::size_t i = 0; i < tok.vocabulary().size(); ++i) out["vocab." + std::to_string(i)] = tok.vocabulary()[i];
+                             {"dropout_ppm", std::int64_t(c.dropout * 1e6 + 0.5)}};
+    out.merge(tokenizer_config(tok));
     return out;
 }
 
@@ -68,45 +112,29 @@ struct SavedModel {
 
 // What checkpoint_config recorded; value_error naming `source` and the key when it does not hold a GPT.
 inline SavedModel saved_model(const io::CheckpointConfig& c, const std::string& source) {
-    const auto get = [&](const std::string& key) {
-        const auto it = c.find(key);
-        if (it == c.end() || it->second < 0)
-            throw value_error(source + ": not a `train gpt` checkpoint (its config has no valid " + key + ")");
-        return it->second;
-    };
+    const auto get = [&](const std::string& key) { return checkpoint_entry(c, key, source, "train gpt"); };
     SavedModel m;
     m.config.n_layer = std::size_t(get("n_layer")), m.config.n_head = std::size_t(get("n_head"));
     m.config.n_embd = std::size_t(get("n_embd")), m.config.block_size = std::size_t(get("block_size"));
     m.config.vocab_size = std::size_t(get("vocab_size")), m.config.bias = get("bias") != 0;
     m.config.gelu = get("gelu") ? nn::GeluForm::tanh : nn::GeluForm::erf;
     m.config.dropout = double(get("dropout_ppm")) / 1e6;
-    if (get("tokenizer") == 2) {  // the BPE files written beside the checkpoint
-        const std::filesystem::path dir = std::filesystem::path(source).parent_path();
-        try {
-            m.tokenizer = text::Tokenizer::bpe_folder(dir.empty() ? "." : dir);
-        } catch (const io_error& e) {
-            throw io_error(source + ": its BPE tokenizer is read from the files beside it: " + e.what());
-        }
-    } else if (get("tokenizer") == 1) {
-        std::vector<char32_t> chars;
-        for (std::size_t i = 0; c.count("vocab." + std::to_string(i)); ++i) chars.push_back(char32_t(get("vocab." + std::to_string(i))));
-        m.tokenizer = text::Tokenizer::from_vocabulary(std::move(chars));
-    }
-    if (m.tokenizer.vocab_size() > m.config.vocab_size)
-        throw value_error(source + ": its vocabulary of " + std::to_string(m.tokenizer.vocab_size()) +
-                          " tokens does not fit the model's vocab_size " + std::to_string(m.config.vocab_size));
+    m.tokenizer = checkpoint_tokenizer(c, source, m.config.vocab_size, "train gpt");
     return m;
 }
 
-// The tokenizer of any model `xgrad tokenize --model` takes: a folder's (io::read_folder_tokenizer) or
-// a `train gpt` checkpoint's.
+// The tokenizer of any model `xgrad tokenize --model` takes: a folder's (io::read_folder_tokenizer),
+// a SentencePiece tokenizer.model, or a `train gpt` or `train llama` checkpoint's.
 inline text::Tokenizer tokenizer_of(const std::string& model) {
     if (std::filesystem::is_directory(model)) return io::read_folder_tokenizer(model);
+    if (model.ends_with(".model")) return text::Tokenizer::sentencepiece(model);
     if (model.ends_with(".bin"))
-        throw value_error(model + ": an llm.c model file holds no tokenizer; give a folder with GPT-2's vocab.json and merges.txt");
+        throw value_error(model + ": an llm.c or llama2.c model file holds no tokenizer; give a folder with GPT-2's "
+                                  "vocab.json and merges.txt, or a SentencePiece tokenizer.model");
     const auto config = io::read_checkpoint_config(model);
-    if (config.empty()) throw value_error(model + ": not a `train gpt` checkpoint (it has no config), nor a folder");
-    return saved_model(config, model).tokenizer;
+    if (config.empty()) throw value_error(model + ": not a checkpoint of `xgrad train` (it has no config), nor a folder");
+    const char* command = "xgrad train";
+    return checkpoint_tokenizer(config, model, std::size_t(checkpoint_entry(config, "vocab_size", model, command)), command);
 }
 
 // The config of a nanoGPT state dict (its arrays), which records no heads and no GELU form: n_layer,
@@ -174,18 +202,20 @@ inline std::string token_label(const text::Tokenizer& tok, std::int64_t id) {
     return s;
 }
 
-// Every layer's and head's attention on the first `length` tokens of the val split: (n_layer·n_head)
-// maps in one grid, rows = queries, columns = keys, the tokens on both axes.
-inline std::vector<unsigned char> attention_png(const nn::GPT<float>& model, const text::Tokenizer& tok,
-                                                const text::Windows& windows, int step, std::size_t length = 32) {
+// Every layer's and head's attention on the first `length` tokens of the val split: (layers·heads)
+// maps in one grid, rows = queries, columns = keys, the tokens on both axes. Any decoder of the
+// library (GPT, Llama).
+template <class Model>
+std::vector<unsigned char> attention_png(const Model& model, const text::Tokenizer& tok, const text::Windows& windows,
+                                         int step, std::size_t length = 32) {
     const NoGrad no_grad;
     auto copy = model;
     set_training(copy, false);
-    const std::size_t T = std::min({length, model.config.block_size, windows.tokens(text::Split::val)});
+    const std::size_t T = std::min({length, model.decoding().positions, windows.tokens(text::Split::val)});
     xt::xtensor<std::int64_t, 2> idx = xt::xtensor<std::int64_t, 2>::from_shape({1, T});
     windows.read(windows.tokens(text::Split::train), T, [&](std::size_t k, std::int64_t id) { idx(0, k) = id; });
     const auto out = copy.forward(idx, {.need_weights = true});
-    const std::size_t L = model.config.n_layer, H = model.config.n_head;
+    const std::size_t L = out.attn_weights.size(), H = out.attn_weights.front().value().shape()[0];  // B = 1
     xt::xtensor<double, 3> maps = xt::xtensor<double, 3>::from_shape({L * H, T, T});
     cli::AttentionMaps labels;
     for (std::size_t l = 0; l < L; ++l)

@@ -2,7 +2,7 @@
 # `mpirun -np 2 xgrad train gpt` against one process, on a file of the fortunes package: the same
 # global batch (each rank trains on half of it) gives the one-process loss curve up to float32
 # rounding, only rank 0 prints and writes, and a run resumed under mpirun is bit for bit the
-# uninterrupted 2-rank run.
+# uninterrupted 2-rank run. `train llama`, which shares the loop, gives the one-process curve too.
 #   check_train_gpt_mpi.sh [--ranks N] MPIRUN_SH XGRAD
 # --ranks N: N ranks instead of 2 (--batch_size 8 must divide). Under tests/dist/two_hosts.sh,
 # MPIRUN_SH spreads them over its hosts.
@@ -40,3 +40,15 @@ paste -d, "$dir/one/loss.csv" "$dir/many/loss.csv" | awk -F, -v np="$np" '
 "$mpirun_sh" -np "$np" "$xgrad" train gpt $opts --max_iters 80 --resume "$dir/half/checkpoint.npz" --out "$dir/half" > /dev/null
 cmp "$dir/many/loss.csv" "$dir/half/loss.csv" || fail "the resumed $np-rank run differs from the uninterrupted one"
 echo "train gpt resumed under mpirun after 40 steps: loss.csv bit-identical"
+
+# `train llama` shares the loop: its 2-rank curve is the one-process curve too (20 steps, 1e-5)
+lopts="--text $text --vocab_size 512 --dim 32 --n_layers 2 --n_heads 2 --n_kv_heads 1 --max_seq_len 32 --batch_size 8
+  --max_iters 20 --eval_interval 20 --eval_iters 2 --sample-tokens 10 --threads 1 --quiet"
+# shellcheck disable=SC2086
+"$xgrad" train llama $lopts --out "$dir/llama_one"
+# shellcheck disable=SC2086
+"$mpirun_sh" -np "$np" "$xgrad" train llama $lopts --out "$dir/llama_many"
+paste -d, "$dir/llama_one/loss.csv" "$dir/llama_many/loss.csv" | awk -F, '
+  NR > 2 { d = $2 - $7; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r }
+  END { printf "train llama, loss of the ranks against 1 process: largest relative difference %.2e in 20 steps\n", worst
+        if (worst > 1e-5) exit 1 }' || fail "train llama: the loss curves differ beyond float32 rounding"

@@ -114,12 +114,13 @@ TEST_CASE("SentencePiece: the model file round trip") {
 
 TEST_CASE("SentencePiece: training on the text gives train_vocab's vocabulary") {
     const std::string text = read_bytes(fixtures / "tiny.txt");
+    const auto cases = read_json("cases.json");
     for (std::size_t threads : {1, 2}) {
         CAPTURE(threads);
         const auto model = SentencePieceModel::train(text, 512, "tiny.txt", threads);
         check_pieces(*model);
         const Tokenizer tok(model);
-        for (const auto& c : read_json("cases.json")["cases"])
+        for (const auto& c : cases["cases"])
             CHECK(tok.encode(c["text"].get<std::string>()) == c["ids"].get<std::vector<std::int64_t>>());
     }
 }

@@ -47,10 +47,13 @@ text::Tokenizer read_gpt2_tokenizer(const std::filesystem::path& dir, const nn::
 // The file of xgrad's byte and character tokenizers in a folder (not Hugging Face's tokenizer.json,
 // which GPT-2's published folders also hold, in another format).
 inline constexpr const char* xgrad_tokenizer_file = "xgrad_tokenizer.json";
-// A folder's tokenizer: xgrad_tokenizer.json when it has one, else GPT-2's BPE files.
+// A SentencePiece model's file in a folder (Llama's and llama2.c's name).
+inline constexpr const char* sentencepiece_file = "tokenizer.model";
+// A folder's tokenizer: xgrad_tokenizer.json when it has one, else tokenizer.model, else GPT-2's
+// BPE files.
 text::Tokenizer read_folder_tokenizer(const std::filesystem::path& dir);
-// `tok` into the folder `dir` (each file written atomically): xgrad_tokenizer.json, or for BPE
-// vocab.json and merges.txt.
+// `tok` into the folder `dir` (each file written atomically): xgrad_tokenizer.json, tokenizer.model
+// for SentencePiece, or for BPE vocab.json and merges.txt.
 void write_folder_tokenizer(const std::filesystem::path& dir, const text::Tokenizer& tok);
 // Whether `dir` looks like such a folder (it has config.json and model.safetensors).
 bool is_gpt_folder(const std::filesystem::path& dir);

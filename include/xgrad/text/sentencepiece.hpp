@@ -8,8 +8,8 @@
 //
 //   // a BPE vocabulary of 512 pieces learned from a text, with llama2.c's train_vocab options
 //   auto model = text::SentencePieceModel::train(corpus.text(), 512, corpus.name());
-//   io::write_file_atomically("tok512.model", model->serialized());
-//   io::write_file_atomically("tokenizer.bin", model->llama2c_tokenizer_bin());  // what run.c reads
+//   std::string bytes = model->serialized();              // tok512.model's bytes
+//   std::string bin = model->llama2c_tokenizer_bin();     // tokenizer.bin, what run.c reads
 //
 // Training reads the text line by line (a line is a sentence; newlines become byte tokens when
 // encoding, as in Llama's vocabulary). Encoding is the library's: xgrad adds nothing to it.

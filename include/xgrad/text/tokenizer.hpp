@@ -180,7 +180,8 @@ public:
     // The id of the token starting at s[at] and its length in bytes.
     std::pair<std::int64_t, std::size_t> next(std::string_view s, std::size_t at, const std::string& what) const {
         if (encodes_whole_texts())
-            throw value_error(what + ": a BPE or SentencePiece tokenizer encodes whole texts (encode), not one token at a time");
+            throw value_error(what + (kind_ == Kind::bpe ? ": a BPE" : ": a SentencePiece") +
+                              " tokenizer encodes whole texts (encode), not one token at a time");
         if (kind_ == Kind::byte) return {std::int64_t(static_cast<unsigned char>(s[at])), 1};
         const DecodedChar d = decode_utf8(s, at, what);
         const auto it = std::lower_bound(chars_.begin(), chars_.end(), d.code);

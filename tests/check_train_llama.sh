@@ -1,0 +1,99 @@
+#!/bin/sh
+# `xgrad train llama` on real text (one file of the fortunes package) with a SentencePiece vocabulary
+# learned from it: a small grouped-query Llama learns (val loss falls by more than 1), a run resumed
+# from a checkpoint halfway follows the uninterrupted one bit for bit, `xgrad tokenize` reads the
+# run's tokenizer from the checkpoint, its folder and its tokenizer.model alike, `xgrad sample`
+# continues a prompt, `xgrad export --to llama2c` writes run.c's model.bin and tokenizer.bin, which
+# `xgrad sample` reads back to the same greedy tokens, and mistakes are one line with exit status 2.
+# XGRAD_TRAIN_LLAMA_STEPS below 300 (scripts/sanitize: a slow build) leaves out the fall of the loss.
+set -eu
+xgrad=$1
+. "$(dirname "$0")/train_outputs.sh"
+text=/usr/share/games/fortunes/linux
+[ -f "$text" ] || { echo "FAIL: $text is missing (Debian's fortunes package; scripts/packages.sh installs it)"; exit 1; }
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run OUT STEPS [options]: the test's small model, 2 query heads sharing 1 key/value head
+  out=$1 run_steps=$2; shift 2
+  "$xgrad" train llama --text "$text" --vocab_size 512 --dim 32 --n_layers 2 --n_heads 2 --n_kv_heads 1 \
+    --max_seq_len 32 --batch_size 8 --warmup_iters 10 --lr_decay_iters 300 --max_iters "$run_steps" \
+    --eval_interval 50 --eval_iters 4 --sample-tokens 30 --threads 1 --out "$out" "$@"
+}
+
+steps=${XGRAD_TRAIN_LLAMA_STEPS:-300}
+half=$((steps / 2))
+run "$dir/a" "$steps" > "$dir/a.txt"
+check_train_outputs "$dir/a"
+[ -s "$dir/a/samples.txt" ] && [ -s "$dir/a/tokenizer.model" ] || fail "no samples.txt or tokenizer.model"
+grep -q "^Llama: 2 layers, 2 heads (1 key/value), dim 32, .* 512 SentencePiece tokens;" "$dir/a.txt" ||
+  fail "no first line naming the model and its tokenizer: $(head -n 1 "$dir/a.txt")"
+first=$(awk -F, '$1 == 0 { print $4 }' "$dir/a/loss.csv")
+last=$(awk -F, -v s="$steps" '$1 == s { print $4 }' "$dir/a/loss.csv")
+echo "val loss: $first at step 0, $last after $steps steps"
+if [ "$steps" -ge 300 ]; then
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1) }' || fail "the val loss did not fall by 1"
+fi
+
+# half the steps with a checkpoint, then --resume to the end: the uninterrupted run's losses
+run "$dir/h" "$half" --checkpoint-every "$half" --quiet
+run "$dir/h" "$steps" --resume "$dir/h/checkpoint.npz" --quiet
+cmp "$dir/a/loss.csv" "$dir/h/loss.csv" || fail "the resumed run differs from the uninterrupted one"
+echo "resumed at step $half: loss.csv bit-identical"
+
+# the tokenizer, from each place it can be read
+ids=$(printf 'Linux is not UNIX\n' | "$xgrad" tokenize --model "$dir/a/checkpoint.npz")
+for model in "$dir/a/tokenizer.model" "$dir/a"; do
+  [ "$(printf 'Linux is not UNIX\n' | "$xgrad" tokenize --model "$model")" = "$ids" ] || fail "tokenize --model $model differs"
+done
+[ "$(echo "$ids" | "$xgrad" tokenize --model "$dir/a" --decode)" = "Linux is not UNIX" ] || fail "decode of $ids"
+echo "tokenize: $ids"
+
+# sample: the prompt, then new text; greedy twice the same
+out=$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "Linux" --tokens 20 --seed 3)
+case "$out" in "Linux"*) ;; *) fail "sample does not start with the prompt: $out" ;; esac
+greedy=$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "Linux" --tokens 20 --temperature 0 --print-ids)
+echo "$greedy" | grep -Eq '^[0-9]+(,[0-9]+){19}$' || fail "--print-ids: not 20 comma-separated ids: $greedy"
+
+# run.c's files: model.bin and tokenizer.bin; read back, the same greedy tokens, with the run's
+# tokenizer or as ids after <s> (1)
+"$xgrad" export --to llama2c "$dir/a/checkpoint.npz" "$dir/l2c" > /dev/null
+[ -s "$dir/l2c/model.bin" ] && [ -s "$dir/l2c/tokenizer.bin" ] || fail "export --to llama2c wrote no model.bin or tokenizer.bin"
+[ "$("$xgrad" sample --checkpoint "$dir/l2c/model.bin" --tokenizer "$dir/a/tokenizer.model" --prompt "Linux" --tokens 20 \
+      --temperature 0 --print-ids)" = "$greedy" ] || fail "model.bin's greedy tokens differ from the checkpoint's"
+prompt_ids=1,$(printf 'Linux' | "$xgrad" tokenize --model "$dir/a")
+[ "$("$xgrad" sample --checkpoint "$dir/l2c/model.bin" --prompt-ids "$prompt_ids" --tokens 20 --temperature 0 \
+      --print-ids)" = "$greedy" ] || fail "model.bin's greedy tokens after --prompt-ids $prompt_ids differ"
+# and back into a checkpoint with the tokenizer
+mkdir "$dir/back"
+"$xgrad" export "$dir/l2c/model.bin" "$dir/back/model.npz" --tokenizer "$dir/a/tokenizer.model" > /dev/null
+[ "$("$xgrad" sample --checkpoint "$dir/back/model.npz" --prompt "Linux" --tokens 20 --temperature 0 --print-ids)" = "$greedy" ] ||
+  fail "the checkpoint exported back from model.bin samples other greedy tokens"
+echo "export --to llama2c and back: the same greedy tokens ($greedy)"
+
+# a character vocabulary trains too; run.c's tokenizer.bin needs SentencePiece
+"$xgrad" train llama --text "$text" --tokenizer char --dim 16 --n_layers 1 --n_heads 2 --max_seq_len 16 \
+  --batch_size 4 --max_iters 5 --eval_interval 5 --eval_iters 1 --threads 1 --quiet --out "$dir/c"
+[ -s "$dir/c/checkpoint.npz" ] && [ -s "$dir/c/xgrad_tokenizer.json" ] || fail "train llama --tokenizer char wrote no checkpoint"
+
+expect_error() {  # expect_error NAME PATTERN COMMAND...
+  name=$1 pattern=$2; shift 2
+  status=0
+  "$@" > /dev/null 2> "$dir/err" || status=$?
+  [ "$status" -eq 2 ] || fail "$name: exit status $status, expected 2"
+  [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$dir/err")"
+  grep -q "$pattern" "$dir/err" || fail "$name: unexpected message: $(cat "$dir/err")"
+  echo "ok $name"
+}
+expect_error "export of a character model to run.c" "run.c's tokenizer.bin is a SentencePiece vocabulary" \
+  "$xgrad" export --to llama2c "$dir/c/checkpoint.npz" "$dir/nope"
+[ ! -e "$dir/nope" ] || fail "a refused export left a folder"
+expect_error "n_kv_heads not dividing n_heads" "n_kv_heads 3 does not divide n_heads 4" \
+  "$xgrad" train llama --text "$text" --n_heads 4 --n_kv_heads 3 --max_iters 1
+expect_error "a vocabulary smaller than the text's characters" "Vocabulary size is smaller than required_chars" \
+  "$xgrad" train llama --text "$text" --vocab_size 300 --max_iters 1
+expect_error "tokenizer-model with vocab_size" "leave out --tokenizer and --vocab_size" \
+  "$xgrad" train llama --text "$text" --tokenizer-model "$dir/a/tokenizer.model" --vocab_size 600 --max_iters 1
+expect_error "resume with another model" "the checkpoint was made with dim=32 hidden_dim=96, this run has dim=64 hidden_dim=192" \
+  "$xgrad" train llama --text "$text" --vocab_size 512 --dim 64 --n_layers 2 --n_heads 2 --n_kv_heads 1 \
+  --max_seq_len 32 --max_iters 400 --resume "$dir/a/checkpoint.npz" --out "$dir/e"
+[ ! -e "$dir/e" ] || fail "a refused resume left an output folder"
