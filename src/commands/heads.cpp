@@ -1,7 +1,8 @@
 // `xgrad heads CHECKPOINT`: what each attention head of a trained copy-task model does. The
 // measurements are study/heads.hpp's (scores, labels, importance by ablation); this prints them and
 // draws the mean attention maps. A `train gpt` checkpoint: every layer's heads on its text, with
-// induction scores (study/gpt_heads.cpp); `--model DIR`, a GPT-2 folder in Hugging Face's layout, the same.
+// induction scores (study/gpt_heads.cpp); a `train llama` checkpoint the same; `--model DIR`, a GPT-2
+// folder in Hugging Face's layout, the same.
 #include <filesystem>
 #include <string>
 
@@ -28,7 +29,7 @@ int heads(const HeadsOptions& o) {
     if (o.checkpoint.empty() == o.model.empty()) throw value_error("give a CHECKPOINT or --model DIR (one of them)");
     if (!o.model.empty()) return gpt_heads(o.model, o.out, o.sequences, o.seed, o.text);
     const auto config = io::read_checkpoint_config(o.checkpoint);
-    if (config.count("n_layer")) return gpt_heads(o.checkpoint, o.out, o.sequences, o.seed, o.text);
+    if (config.count("n_layer") || config.count("n_layers")) return gpt_heads(o.checkpoint, o.out, o.sequences, o.seed, o.text);
     const auto options = copy_task::ModelOptions::from_config(config, o.checkpoint);
     Generator unused_init(0);
     copy_task::Model<float> model(options, unused_init);
@@ -67,7 +68,7 @@ int heads(const HeadsOptions& o) {
 
 void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
-    auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy` or `xgrad train gpt`")
+    auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`, `train gpt` or `train llama`")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
                                        "merges.txt), instead of a checkpoint (default: none)")

@@ -1,8 +1,9 @@
-// The heads of a GPT (study/heads.hpp) and `xgrad heads` on a GPT checkpoint: for every layer and
+// The heads of a GPT or a Llama (study/heads.hpp) and `xgrad heads` on their checkpoints: for every layer and
 // head, the scores of head_analysis.hpp on windows of the val text (previous-token mass = offset -1, first-token mass, uniformity), the
 // induction score of Olsson et al. 2022 (on sequences of random tokens repeated twice, the mean
 // attention from each token of the second copy to the token after its first occurrence), a label,
-// and the importance by ablation (val loss with the head's slice of c_proj removed).
+// and the importance by ablation (val loss with the head's slice of the output projection, c_proj
+// or wo, removed).
 #include <filesystem>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include <xtensor/xview.hpp>
 
 #include "tasks/gpt.hpp"
+#include "tasks/llama.hpp"
 #include "study/heads.hpp"
 #include "study/plot.hpp"
 
@@ -18,11 +20,16 @@ namespace xgrad::cli {
 
 namespace {
 
+// The attention's output projection of layer l, whose columns h·D .. (h+1)·D take head h's output.
+Var<float, 2>& output_projection(nn::GPT<float>& m, std::size_t l) { return m.transformer.h[l].attn.c_proj.weight; }
+Var<float, 2>& output_projection(nn::Llama<float>& m, std::size_t l) { return m.layers[l].attention.wo.weight; }
+
 // (N, H, T, T) per layer: the weights of every head on the sequences idx (N, T).
-std::vector<xt::xtensor<float, 4>> layer_weights(const nn::GPT<float>& model, const xt::xtensor<std::int64_t, 2>& idx) {
+template <class Model>
+std::vector<xt::xtensor<float, 4>> layer_weights(const Model& model, const xt::xtensor<std::int64_t, 2>& idx) {
     const NoGrad no_grad;
     const auto out = model.forward(idx, {.need_weights = true});
-    const std::size_t N = idx.shape()[0], T = idx.shape()[1], H = model.config.n_head;
+    const std::size_t N = idx.shape()[0], T = idx.shape()[1], H = model.decoding().heads;
     std::vector<xt::xtensor<float, 4>> w;
     for (const auto& v : out.attn_weights) {
         xt::xtensor<float, 4> a = xt::xtensor<float, 4>::from_shape({N, H, T, T});
@@ -32,17 +39,18 @@ std::vector<xt::xtensor<float, 4>> layer_weights(const nn::GPT<float>& model, co
     return w;
 }
 
-double val_loss(const nn::GPT<float>& model, const xt::xtensor<std::int64_t, 2>& x, const xt::xtensor<std::int64_t, 2>& y) {
+template <class Model>
+double val_loss(const Model& model, const xt::xtensor<std::int64_t, 2>& x, const xt::xtensor<std::int64_t, 2>& y) {
     const NoGrad no_grad;
     return double(nn::gpt_loss(model(x), y).value()());
 }
 
 }  // namespace
 
-GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows, std::size_t sequences,
-                             std::uint64_t seed) {
-    const auto& c = model.config;
-    const std::size_t T = c.block_size, N = sequences, H = c.n_head, L = c.n_layer, D = c.n_embd / H;
+template <class Model>
+GptHeadStudy study_gpt_heads(Model& model, const text::Windows& windows, std::size_t sequences, std::uint64_t seed) {
+    const nn::DecodingShape c = model.decoding();
+    const std::size_t T = c.positions, N = sequences, H = c.heads, L = c.layers, D = c.width / H;
     Generator gen(seed);
     xt::xtensor<std::int64_t, 2> x, y;
     windows.batch(text::Split::val, N, T, gen, x, y);
@@ -65,7 +73,7 @@ GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows
     out.repeat_maps = xt::xtensor<double, 3>::from_shape({L * H, 2 * R, 2 * R});
     for (std::size_t l = 0; l < L; ++l) {
         const auto scores = score_heads(text_weights[l], true, 0);
-        auto& proj = model.transformer.h[l].attn.c_proj.weight.value();
+        auto& proj = output_projection(model, l).value();
         for (std::size_t h = 0; h < H; ++h) {
             const auto& w = repeat_weights[l];
             const double previous = previous_token_score(text_weights[l], h), induction = induction_score(w, h, R);
@@ -90,17 +98,24 @@ GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows
     return out;
 }
 
-int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
-              const std::string& text_file) {
-    gpt_task::LoadedModel m = gpt_task::load_model(checkpoint);
-    const auto& c = m.model.config;
-    if (!m.tokenizer) throw value_error(checkpoint + ": heads of an llm.c model need its text; use a train gpt checkpoint");
+template GptHeadStudy study_gpt_heads(nn::GPT<float>&, const text::Windows&, std::size_t, std::uint64_t);
+template GptHeadStudy study_gpt_heads(nn::Llama<float>&, const text::Windows&, std::size_t, std::uint64_t);
+
+namespace {
+
+template <class Loaded>
+int loaded_heads(Loaded m, const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
+                 const std::string& text_file) {
+    const nn::DecodingShape c = m.model.decoding();
+    if (!m.tokenizer)
+        throw value_error(checkpoint + ": heads of an llm.c or llama2.c model need its text; use a checkpoint of `xgrad train`");
     const text::Corpus corpus = text_file.empty() ? gpt_task::default_corpus() : text::Corpus::map_file(text_file);
     const text::Windows windows(corpus, *m.tokenizer, 0.1);
     const GptHeadStudy study = study_gpt_heads(m.model, windows, std::size_t(sequences), seed);
 
-    fmt::print("{}: GPT {} layers, {} heads, embed {}; {} val windows of {} tokens from {}\n", checkpoint, c.n_layer,
-               c.n_head, c.n_embd, sequences, c.block_size, corpus.name());
+    fmt::print("{}: {} {} layers, {} heads, width {}; {} val windows of {} tokens from {}\n", checkpoint,
+               std::is_same_v<decltype(m.model), nn::Llama<float>> ? "Llama" : "GPT", c.layers, c.heads, c.width,
+               sequences, c.positions, corpus.name());
     fmt::print("val loss {:.4f}\n\n", study.val_loss);
     fmt::print("{:>5} {:>4}  {:<27} {:>10} {:>9} {:>11} {:>10} {:>15}\n", "layer", "head", "label", "prev-token",
                "induction", "first-token", "uniformity", "ablation: loss");
@@ -124,6 +139,15 @@ int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int seq
     write_png(std::filesystem::path(out_dir) / "heads.png", png);
     fmt::print("wrote {}/heads.png\n", out_dir);
     return 0;
+}
+
+}  // namespace
+
+int gpt_heads(const std::string& checkpoint, const std::string& out_dir, int sequences, std::uint64_t seed,
+              const std::string& text_file) {
+    if (llama_task::is_llama(checkpoint))
+        return loaded_heads(llama_task::load_llama(checkpoint), checkpoint, out_dir, sequences, seed, text_file);
+    return loaded_heads(gpt_task::load_model(checkpoint), checkpoint, out_dir, sequences, seed, text_file);
 }
 
 }  // namespace xgrad::cli

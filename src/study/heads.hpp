@@ -22,7 +22,8 @@ struct GptHeadStudy {
     std::size_t repeat_length = 0;        // R: the induction test's random tokens, each sequence R twice
     xt::xtensor<double, 3> repeat_maps;   // (n_layer·n_head, 2R, 2R): mean attention on those sequences
 };
-GptHeadStudy study_gpt_heads(nn::GPT<float>& model, const text::Windows& windows, std::size_t sequences,
+template <class Model>
+GptHeadStudy study_gpt_heads(Model& model, const text::Windows& windows, std::size_t sequences,
                              std::uint64_t seed);
 
 // A copy-task model's heads on `sequences` held-out sequences (study/copy_heads.cpp), ablated the same

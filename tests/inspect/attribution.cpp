@@ -11,6 +11,7 @@
 #include <xtensor/xview.hpp>
 
 #include "xgrad/inspect/attribution.hpp"
+#include "xgrad/nn/llama.hpp"
 
 namespace test_inspect_attribution {
 
@@ -90,6 +91,31 @@ TEST_CASE("integrated gradients: completeness shrinks with the steps; what equal
     CHECK(std::abs(fine.attribution(0, 0)) > 1e-3);
     MESSAGE("zero baseline: completeness " << coarse.completeness << " at 8 steps, " << fine.completeness << " at 64");
     CHECK(fine.completeness < coarse.completeness / 4);
+}
+
+TEST_CASE("logit lens and integrated gradients on a grouped-query Llama: its norm and output read the residual") {
+    Generator gen(31);
+    nn::Llama<double> m(nn::LlamaConfig{.dim = 8, .n_layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab_size = 11,
+                                        .hidden_dim = 12, .max_seq_len = 6},
+                        gen);
+    for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.4, gen); });
+    set_training(m, false);
+    const double metric = patching::metric(m(clean), logit_diff).value()();
+    const double corrupt_metric = patching::metric(m(corrupt), logit_diff).value()();
+    const auto ig = patching::integrated_gradients(m, clean, corrupt, logit_diff, 32);
+    CHECK(ig.from == doctest::Approx(metric).epsilon(1e-12));
+    CHECK(ig.baseline == doctest::Approx(corrupt_metric).epsilon(1e-12));
+    CHECK(ig.completeness < 1e-3 * std::abs(metric - corrupt_metric));
+    CHECK(ig.attribution(1, 0) == 0.0);
+    CHECK(std::abs(ig.attribution(1, 2)) > 1e-3);
+    auto lens = patching::logit_lens(m, clean, logit_diff);
+    REQUIRE(lens.size() == 3);
+    CHECK(lens(2) == doctest::Approx(metric).epsilon(1e-12));
+    CHECK(std::abs(lens(1) - lens(2)) > 1e-3);
+    m.layers[1].attention.wo.weight.value().fill(0);  // block 1 adds nothing: its input is the final residual
+    m.layers[1].feed_forward.w2.weight.value().fill(0);
+    lens = patching::logit_lens(m, clean, logit_diff);
+    CHECK(lens(1) == doctest::Approx(lens(2)).epsilon(1e-12));
 }
 
 }  // namespace test_inspect_attribution

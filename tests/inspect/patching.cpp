@@ -1,7 +1,7 @@
-// Activation and attribution patching on nn::GPT (inspect/patching.hpp): the batched sweep against
-// one patched forward at a time, the first layer's residual (where patching a differing position
-// gives the clean metric exactly), AtP equal to exact patching where the metric is linear in the
-// patched value, the loss metric, bad input.
+// Activation and attribution patching on nn::GPT and on a grouped-query nn::Llama
+// (inspect/patching.hpp): the batched sweep against one patched forward at a time, the first layer's
+// residual (where patching a differing position gives the clean metric exactly), AtP equal to exact
+// patching where the metric is linear in the patched value, the loss metric, bad input.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -11,27 +11,36 @@
 #include <xtensor/xview.hpp>
 
 #include "xgrad/inspect/patching.hpp"
+#include "xgrad/nn/llama.hpp"
 
 namespace test_inspect_patching {
 
 using namespace xgrad;
 using patching::Ids;
 
-nn::GPT<double> model_for_patching() {
-    nn::GPTConfig c;
-    c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.vocab_size = 11;
+// 2 layers of 2 heads, width 8, vocabulary 11, 6 positions; the Llama's 2 heads share one key/value
+// head (its caches are narrower than the residual).
+template <class M>
+M model_for_patching() {
     Generator gen(21);
-    nn::GPT<double> m(c, gen);
+    M m;
+    if constexpr (std::is_same_v<M, nn::GPT<double>>)
+        m = M(nn::GPTConfig{.n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 6, .vocab_size = 11}, gen);
+    else
+        m = M(nn::LlamaConfig{.dim = 8, .n_layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab_size = 11, .hidden_dim = 12,
+                              .max_seq_len = 6},
+              gen);
     for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.4, gen); });
     set_training(m, false);
     return m;
 }
+#define PATCHED_MODELS nn::GPT<double>, nn::Llama<double>
 const Ids clean{{1, 4, 2, 7, 3}, {5, 0, 9, 2, 8}}, corrupt{{1, 4, 6, 7, 3}, {5, 0, 3, 2, 8}};  // differ at t = 2
 const patching::Metric logit_diff{.kind = patching::Metric::Kind::logit_diff, .correct = {3, 8}, .wrong = {6, 1}};
 
 // The metric of `into` with one patch of `point`, one forward alone.
-template <std::size_t N>
-double patched_once(const nn::GPT<double>& m, const Ids& from, const Ids& into, const std::string& point,
+template <std::size_t N, class M>
+double patched_once(const M& m, const Ids& from, const Ids& into, const std::string& point,
                     const std::array<long, N>& index, const patching::Metric& metric = logit_diff) {
     ActivationCache cache;
     Hooks keep;
@@ -46,8 +55,8 @@ double patched_once(const nn::GPT<double>& m, const Ids& from, const Ids& into, 
     return patching::metric(m(into), metric).value()();
 }
 
-TEST_CASE("activation patching: the batched sweep equals one patched forward at a time") {
-    const auto m = model_for_patching();
+TEST_CASE_TEMPLATE("activation patching: the batched sweep equals one patched forward at a time", M, PATCHED_MODELS) {
+    const auto m = model_for_patching<M>();
     // 3 rows a forward: groups of one patch (B = 2), so the last group of each sweep is partial too
     for (std::size_t max_rows : {3, 256}) {
         const auto r = patching::activation_patching(m, clean, corrupt, logit_diff, max_rows);
@@ -57,14 +66,14 @@ TEST_CASE("activation patching: the batched sweep equals one patched forward at 
         for (std::size_t l = 0; l < 2; ++l) {
             const std::string z = "blocks." + std::to_string(l) + ".attn.hook_z";
             for (long h = 0; h < 2; ++h) {
-                CHECK(r.head(l, h) == doctest::Approx(patched_once<4>(m, clean, corrupt, z, {-1, -1, h, -1})).epsilon(1e-10));
+                CHECK(r.head(l, h) == doctest::Approx(patched_once<4, M>(m, clean, corrupt, z, {-1, -1, h, -1})).epsilon(1e-10));
                 for (long t : {1, 2, 4})
                     CHECK(r.head_pos(l, h, t) ==
-                          doctest::Approx(patched_once<4>(m, clean, corrupt, z, {-1, t, h, -1})).epsilon(1e-10));
+                          doctest::Approx(patched_once<4, M>(m, clean, corrupt, z, {-1, t, h, -1})).epsilon(1e-10));
             }
             for (long t : {0, 2, 3}) {
                 const std::string mlp = "blocks." + std::to_string(l) + ".hook_mlp_out";
-                CHECK(r.mlp_out(l, t) == doctest::Approx(patched_once<3>(m, clean, corrupt, mlp, {-1, t, -1})).epsilon(1e-10));
+                CHECK(r.mlp_out(l, t) == doctest::Approx(patched_once<3, M>(m, clean, corrupt, mlp, {-1, t, -1})).epsilon(1e-10));
             }
         }
         // layer 0's residual is the embeddings: the position that differs carries all of it
@@ -76,8 +85,8 @@ TEST_CASE("activation patching: the batched sweep equals one patched forward at 
     }
 }
 
-TEST_CASE("attribution patching: first-order, exact where the metric is linear in the patched value") {
-    const auto m = model_for_patching();
+TEST_CASE_TEMPLATE("attribution patching: first-order, exact where the metric is linear in the patched value", M, PATCHED_MODELS) {
+    const auto m = model_for_patching<M>();
     const auto atp = patching::attribution_patching(m, clean, corrupt, logit_diff);
     const auto exact = patching::activation_patching(m, clean, corrupt, logit_diff);
     CHECK(atp.into == doctest::Approx(exact.into).epsilon(1e-12));
@@ -116,8 +125,8 @@ TEST_CASE("attribution patching: first-order, exact where the metric is linear i
     CHECK(std::abs(estimate[2]) > 0.01);
 }
 
-TEST_CASE("patching: the loss metric; bad input names the method and the operand") {
-    const auto m = model_for_patching();
+TEST_CASE_TEMPLATE("patching: the loss metric; bad input names the method and the operand", M, PATCHED_MODELS) {
+    const auto m = model_for_patching<M>();
     const Ids targets{{4, 2, 7, 3, -1}, {0, 9, 2, 8, 1}};
     const patching::Metric loss{.kind = patching::Metric::Kind::loss, .targets = targets};
     const auto r = patching::activation_patching(m, clean, corrupt, loss);
@@ -128,9 +137,9 @@ TEST_CASE("patching: the loss metric; bad input names the method and the operand
         for (long t = 0; t < 5; ++t) {
             const std::string block = "blocks." + std::to_string(l) + ".";
             CHECK(r.head_pos(l, 1, t) ==
-                  doctest::Approx(patched_once<4>(m, clean, corrupt, block + "attn.hook_z", {-1, t, 1, -1}, loss)).epsilon(1e-10));
+                  doctest::Approx(patched_once<4, M>(m, clean, corrupt, block + "attn.hook_z", {-1, t, 1, -1}, loss)).epsilon(1e-10));
             CHECK(r.attn_out(l, t) ==
-                  doctest::Approx(patched_once<3>(m, clean, corrupt, block + "hook_attn_out", {-1, t, -1}, loss)).epsilon(1e-10));
+                  doctest::Approx(patched_once<3, M>(m, clean, corrupt, block + "hook_attn_out", {-1, t, -1}, loss)).epsilon(1e-10));
         }
     // the sets asked for, the others empty
     const auto heads_only = patching::activation_patching(m, clean, corrupt, loss, 256, {.head_pos = false, .resid_pre = false,

@@ -1,8 +1,9 @@
-// Reading a GPT's metric off its residual stream (inspect/patching.hpp's metrics):
+// Reading a decoder's metric off its residual stream (inspect/patching.hpp's metrics):
 //
 //   logit_lens(model, ids, metric): the metric read from each block's resid_pre and from the final
-//     residual, each through ln_f (with its own statistics) and the unembedding: (L + 1).
-//   direct_logit_attribution(model, ids, metric): the logit difference split into the terms the final
+//     residual, each through the final norm (GPT's ln_f, Llama's norm; with its own statistics) and
+//     the unembedding: (L + 1). Any PatchableDecoder.
+//   direct_logit_attribution(model, ids, metric): (nn::GPT) the logit difference split into the terms the final
 //     residual at position T − 1 sums: the blocks' input (embeddings), each head (its z times its
 //     slice of c_proj), each attention's c_proj bias, each MLP (hook_mlp_out), and ln_f's bias; each
 //     residual term centred, divided by ln_f's scale σ of the final residual (frozen from the run),
@@ -12,6 +13,7 @@
 //     (token plus position embedding) along the straight path from the baseline's x0 (another run's
 //     embeddings, or zeros) to x: (x − x0) · mean_k ∂metric/∂x at x0 + α_k (x − x0),
 //     α_k = (k − ½)/steps, summed over the embedding; completeness |Σ attributions − (M(x) − M(x0))|.
+//     Any PatchableDecoder.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -24,10 +26,10 @@
 
 namespace xgrad::patching {
 
-template <Real T>
-xt::xtensor<double, 1> logit_lens(const nn::GPT<T>& model, const Ids& ids, const Metric& m) {
-    detail::check_metric("logit_lens", m, ids.shape(), model.config.vocab_size);
-    const std::size_t L = model.config.n_layer;
+template <PatchableDecoder M, Real T = typename M::value_type>
+xt::xtensor<double, 1> logit_lens(const M& model, const Ids& ids, const Metric& m) {
+    detail::check_metric("logit_lens", m, ids.shape(), model.decoding().vocab_size);
+    const std::size_t L = model.decoding().layers;
     ActivationCache cache;
     Hooks keep;
     cache.attach(keep, "blocks.*.hook_resid_pre");
@@ -40,7 +42,7 @@ xt::xtensor<double, 1> logit_lens(const nn::GPT<T>& model, const Ids& ids, const
     xt::xtensor<double, 1> out = xt::zeros<double>({L + 1});
     for (std::size_t l = 0; l <= L; ++l) {
         const std::string point = l < L ? detail::block_point(l, "hook_resid_pre") : detail::block_point(L - 1, "hook_resid_post");
-        const Var<T, 3> logits = linear(model.transformer.ln_f(constant(cache.value<T, 3>(point))), model.lm_head.weight);
+        const Var<T, 3> logits = linear(model.final_norm()(constant(cache.value<T, 3>(point))), model.unembedding());
         out(l) = group_metrics(logits.value(), m, ids.shape()[0])[0];
     }
     return out;
@@ -131,12 +133,12 @@ struct IntegratedGradients {
 };
 
 // baseline: the ids whose embeddings start the path, or none for zeros.
-template <Real T>
-IntegratedGradients integrated_gradients(const nn::GPT<T>& model, const Ids& ids, const std::optional<Ids>& baseline,
+template <PatchableDecoder M, Real T = typename M::value_type>
+IntegratedGradients integrated_gradients(const M& model, const Ids& ids, const std::optional<Ids>& baseline,
                                          const Metric& m, std::size_t steps = 32, std::size_t max_rows = 256) {
-    detail::check_runs("integrated_gradients", ids, baseline.value_or(ids), m, model.config.vocab_size);
+    detail::check_runs("integrated_gradients", ids, baseline.value_or(ids), m, model.decoding().vocab_size);
     if (steps == 0) throw value_error("integrated_gradients: steps must be positive");
-    const std::size_t B = ids.shape()[0], Tn = ids.shape()[1], C = model.config.n_embd;
+    const std::size_t B = ids.shape()[0], Tn = ids.shape()[1], C = model.decoding().width;
     const std::string input = "blocks.0.hook_resid_pre";  // the blocks' input
     const auto embeddings = [&](const Ids& x, double* metric_out) {
         ActivationCache cache;

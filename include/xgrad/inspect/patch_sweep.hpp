@@ -3,7 +3,7 @@
 //
 // A patch in block l changes nothing before block l, and (attention being causal) nothing at the
 // positions before the first one it touches. So a patched run resumes the `into` run: from its
-// residual stream at block l's input (GPT::resume), from the first patched position t0 on, reading
+// residual stream at block l's input (the model's resume()), from the first patched position t0 on, reading
 // the earlier positions' keys and values from the `into` run (the cache of incremental decoding).
 // Patches are sorted by t0 and batched, each batch at its smallest t0. The logit difference needs
 // only the last position's logits; the loss adds the `into` run's terms before t0.
@@ -33,7 +33,7 @@ template <Real T>
 struct ResumePoint {
     const Ids* ids = nullptr;                        // (B, T)
     std::vector<xt::xtensor<T, 3>> residual;         // (B, T, C) at each block's input; [n_layer]: ln_f's input
-    std::vector<nn::KeyValueSource<T>> caches;       // each block's keys and values (B, T, C), every position
+    std::vector<nn::KeyValueSource<T>> caches;       // each block's keys and values (B, T, cache_width), every position
     xt::xtensor<double, 2> losses;                   // (B, T) the loss metric's terms (0 where not counted)
     double metric = 0;
 
@@ -48,14 +48,15 @@ struct ResumePoint {
     }
 };
 
-template <Real T>
-ResumePoint<T> resume_point(const nn::GPT<T>& model, const Ids& into, const Metric& m) {
-    const std::size_t B = into.shape()[0], L = into.shape()[1], C = model.config.n_embd, layers = model.config.n_layer;
+template <PatchableDecoder M, Real T = typename M::value_type>
+ResumePoint<T> resume_point(const M& model, const Ids& into, const Metric& m) {
+    const std::size_t B = into.shape()[0], L = into.shape()[1], W = model.decoding().cache_width;
+    const std::size_t layers = model.decoding().layers;
     ResumePoint<T> run;
     run.ids = &into;
     run.caches.resize(layers);
     for (auto& c : run.caches)
-        c.keys = constant(xt::xtensor<T, 3>::from_shape({B, L, C})), c.values = constant(xt::xtensor<T, 3>::from_shape({B, L, C}));
+        c.keys = constant(xt::xtensor<T, 3>::from_shape({B, L, W})), c.values = constant(xt::xtensor<T, 3>::from_shape({B, L, W}));
     ActivationCache cache;
     Hooks keep;
     cache.attach(keep, "blocks.*.hook_resid_pre");
@@ -98,11 +99,12 @@ inline ResumeAt resume_at(const std::string& point, std::size_t layers) {
 // The metric of the `into` run with each patch of `point` taken from `from_value` (B, ...), the
 // patched runs batched up to max_rows rows a forward, running at most a quarter more positions than
 // the patches need (see the top of this file).
-template <std::size_t N, Real T>
-std::vector<double> sweep(const nn::GPT<T>& model, const ResumePoint<T>& run, const Metric& m, const std::string& point,
+template <std::size_t N, PatchableDecoder M, Real T = typename M::value_type>
+std::vector<double> sweep(const M& model, const ResumePoint<T>& run, const Metric& m, const std::string& point,
                           const xt::xtensor<T, N>& from_value, const std::vector<Patch<N>>& patches, std::size_t max_rows) {
     const Ids& into = *run.ids;
-    const std::size_t B = into.shape()[0], L = into.shape()[1], C = model.config.n_embd, layers = model.config.n_layer;
+    const nn::DecodingShape shape = model.decoding();
+    const std::size_t B = into.shape()[0], L = into.shape()[1], C = shape.width, W = shape.cache_width, layers = shape.layers;
     const ResumeAt at = resume_at(point, layers);
     const bool resumes = at.layer <= layers;
     const std::size_t group = std::max<std::size_t>(1, max_rows / B);
@@ -154,10 +156,10 @@ std::vector<double> sweep(const nn::GPT<T>& model, const ResumePoint<T>& run, co
             if (t0 > 0) {  // positions before t0: the `into` run's keys and values
                 caches.resize(layers);
                 for (std::size_t l = at.layer; l < layers; ++l) {
-                    xt::xtensor<T, 3> keys = xt::xtensor<T, 3>::from_shape({G * B, L, C}), values = keys;
+                    xt::xtensor<T, 3> keys = xt::xtensor<T, 3>::from_shape({G * B, L, W}), values = keys;
                     for (std::size_t r = 0; r < G * B; ++r) {
-                        std::copy_n(&run.caches[l].keys.value()(r % B, 0, 0), t0 * C, &keys(r, 0, 0));
-                        std::copy_n(&run.caches[l].values.value()(r % B, 0, 0), t0 * C, &values(r, 0, 0));
+                        std::copy_n(&run.caches[l].keys.value()(r % B, 0, 0), t0 * W, &keys(r, 0, 0));
+                        std::copy_n(&run.caches[l].values.value()(r % B, 0, 0), t0 * W, &values(r, 0, 0));
                     }
                     caches[l] = {constant(std::move(keys)), constant(std::move(values)), t0};
                 }

@@ -1,4 +1,5 @@
-// Activation patching and attribution patching on nn::GPT, through its hook points (docs/hooks.md):
+// Activation patching and attribution patching on a decoder (nn::GPT, nn::Llama: PatchableDecoder,
+// patching_metric.hpp), through its hook points (docs/hooks.md):
 //
 //   activation_patching(model, from, into, metric): the metric of the run on `into` with one
 //     activation taken from the run on `from`, for every patch: each head's z (all positions, and
@@ -121,10 +122,11 @@ void for_each_patch_set(std::size_t layers, std::size_t heads, std::size_t posit
 
 }  // namespace detail
 
-template <Real T>
-Result activation_patching(const nn::GPT<T>& model, const Ids& from, const Ids& into, const Metric& m,
+template <PatchableDecoder M, Real T = typename M::value_type>
+Result activation_patching(const M& model, const Ids& from, const Ids& into, const Metric& m,
                            std::size_t max_rows = 256, const PatchSets& sets = {}) {
-    detail::check_runs("activation_patching", from, into, m, model.config.vocab_size);
+    const nn::DecodingShape shape = model.decoding();
+    detail::check_runs("activation_patching", from, into, m, shape.vocab_size);
     ActivationCache cache;
     Hooks keep;
     detail::keep_patched_points(cache, keep, false, sets);
@@ -136,7 +138,7 @@ Result activation_patching(const nn::GPT<T>& model, const Ids& from, const Ids& 
     }
     const detail::ResumePoint<T> run = detail::resume_point(model, into, m);
     r.into = run.metric;
-    detail::for_each_patch_set(model.config.n_layer, model.config.n_head, into.shape()[1], sets, r,
+    detail::for_each_patch_set(shape.layers, shape.heads, into.shape()[1], sets, r,
                                [&](const std::string& point, const auto& patches, double* out) {
                                    constexpr std::size_t N = std::tuple_size_v<typename std::decay_t<decltype(patches)>::value_type> + 1;
                                    const auto values = detail::sweep<N>(model, run, m, point, cache.value<T, N>(point),
@@ -146,10 +148,11 @@ Result activation_patching(const nn::GPT<T>& model, const Ids& from, const Ids& 
     return r;
 }
 
-template <Real T>
-Result attribution_patching(const nn::GPT<T>& model, const Ids& from, const Ids& into, const Metric& m,
+template <PatchableDecoder M, Real T = typename M::value_type>
+Result attribution_patching(const M& model, const Ids& from, const Ids& into, const Metric& m,
                             const PatchSets& sets = {}) {
-    detail::check_runs("attribution_patching", from, into, m, model.config.vocab_size);
+    const nn::DecodingShape shape = model.decoding();
+    detail::check_runs("attribution_patching", from, into, m, shape.vocab_size);
     ActivationCache from_cache, into_cache;
     Hooks keep_from, keep_into;
     detail::keep_patched_points(from_cache, keep_from, false, sets);
@@ -171,7 +174,7 @@ Result attribution_patching(const nn::GPT<T>& model, const Ids& from, const Ids&
         backward(value, {.keep_intermediate_grads = false});
     }
     r.into = double(value.value()());
-    detail::for_each_patch_set(model.config.n_layer, model.config.n_head, into.shape()[1], sets, r,
+    detail::for_each_patch_set(shape.layers, shape.heads, into.shape()[1], sets, r,
                                [&](const std::string& point, const auto& patches, double* out) {
                                    constexpr std::size_t N = std::tuple_size_v<typename std::decay_t<decltype(patches)>::value_type> + 1;
                                    const auto values = detail::attribute<N>(from_cache.value<T, N>(point),

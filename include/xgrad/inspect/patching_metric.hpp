@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/nn/generate.hpp"
 #include "xgrad/nn/gpt.hpp"
 #include "xgrad/ops/reduce.hpp"
 
@@ -66,17 +67,27 @@ Var<T, 0> metric(const Var<T, 3>& logits, const Metric& m) {
     return sum(last * constant(std::move(sign))) * T(1.0 / double(B));
 }
 
-// The logits the metric reads, from the final hidden states (B, T, C) (GPT::hidden): the last
+// A decoder the patching functions study (nn::GPT, nn::Llama, or a user's): nn::generate's
+// CachedDecoder (nn/generate.hpp) with TransformerLens's hook points (hook_embed, and per block
+// hook_resid_pre, attn.hook_z, hook_attn_out, hook_mlp_out, hook_resid_post), resume(layer, x)
+// from a block's input, and final_norm() (the norm before the unembedding).
+template <class M>
+concept PatchableDecoder = nn::CachedDecoder<M> && requires(const M& m, const Var<typename M::value_type, 3>& x) {
+    { m.resume(std::size_t(0), x) } -> std::same_as<Var<typename M::value_type, 3>>;
+    { m.final_norm()(x) } -> std::convertible_to<Var<typename M::value_type, 3>>;
+};
+
+// The logits the metric reads, from the final hidden states (B, T, C) (hidden()): the last
 // position's (B, 1, V) for the logit difference, as nanoGPT's model.py without targets; every
 // position's for the loss.
-template <Real T>
-Var<T, 3> metric_logits(const nn::GPT<T>& model, const Var<T, 3>& hidden, const Metric& m) {
+template <PatchableDecoder M, Real T = typename M::value_type>
+Var<T, 3> metric_logits(const M& model, const Var<T, 3>& hidden, const Metric& m) {
     const long L = long(hidden.shape(1));
-    return linear(m.kind == Metric::Kind::logit_diff ? slice(hidden, 1, L - 1, L) : hidden, model.lm_head.weight);
+    return linear(m.kind == Metric::Kind::logit_diff ? slice(hidden, 1, L - 1, L) : hidden, model.unembedding());
 }
 // The same from ids (B, T).
-template <Real T>
-Var<T, 3> metric_logits(const nn::GPT<T>& model, const Ids& ids, const Metric& m) {
+template <PatchableDecoder M, Real T = typename M::value_type>
+Var<T, 3> metric_logits(const M& model, const Ids& ids, const Metric& m) {
     return metric_logits(model, model.hidden(ids, {}, nullptr), m);
 }
 

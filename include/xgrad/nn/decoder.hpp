@@ -37,12 +37,15 @@ struct KeyValueSource {
     std::size_t before = 0;  // positions already there; this call's are [before, before + T)
 };
 
-// What nn::generate needs of a model beside its forward (nn/generate.hpp, CachedDecoder).
+// What nn::generate needs of a model beside its forward (nn/generate.hpp, CachedDecoder), and
+// the patching functions (inspect/patching.hpp) beside its hook points.
 struct DecodingShape {
     std::size_t positions = 0;    // the longest sequence: block_size, max_seq_len
     std::size_t layers = 0;       // one key/value cache per layer
     std::size_t cache_width = 0;  // a cached key's or value's row: n_embd, n_kv_heads·head_dim
     std::size_t vocab_size = 0;
+    std::size_t heads = 0;        // query heads per layer (attn.hook_z's heads)
+    std::size_t width = 0;        // the residual stream's: n_embd, dim
 };
 
 namespace detail {

@@ -126,9 +126,12 @@ struct GPT {
     Var<T, 3> resume(std::size_t layer, Var<T, 3> x, const GPTForwardOptions& o = {}, std::vector<Var<T, 3>>* weights = nullptr,
                      std::size_t first = 0, const std::vector<KeyValueSource<T>>* caches = nullptr) const;
 
-    // For nn::generate (CachedDecoder): the sizes of the key/value caches, the tied lm_head.
-    DecodingShape decoding() const { return {config.block_size, transformer.h.size(), config.n_embd, config.vocab_size}; }
+    // For nn::generate (CachedDecoder) and patching: the sizes, the tied lm_head, ln_f.
+    DecodingShape decoding() const {
+        return {config.block_size, transformer.h.size(), config.n_embd, config.vocab_size, config.n_head, config.n_embd};
+    }
     const Var<T, 2>& unembedding() const { return lm_head.weight; }
+    const LayerNorm<T>& final_norm() const { return transformer.ln_f; }
 
     // nanoGPT's get_num_params(non_embedding = true): every parameter once, minus wpe.
     std::size_t num_params(bool non_embedding = true) const;

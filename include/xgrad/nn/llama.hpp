@@ -126,11 +126,13 @@ struct Llama {
                      std::vector<Var<T, 3>>* weights = nullptr, std::size_t first = 0,
                      const std::vector<KeyValueSource<T>>* caches = nullptr) const;
 
-    // For nn::generate (CachedDecoder): the sizes of the key/value caches, the output layer.
+    // For nn::generate (CachedDecoder) and patching: the sizes, the output layer, the final norm.
     DecodingShape decoding() const {
-        return {config.max_seq_len, layers.size(), config.kv_heads() * config.head_dim(), config.vocab_size};
+        return {config.max_seq_len, layers.size(), config.kv_heads() * config.head_dim(), config.vocab_size,
+                config.n_heads, config.dim};
     }
     const Var<T, 2>& unembedding() const { return output.weight; }
+    const RMSNorm<T>& final_norm() const { return norm; }
 
     // Every parameter once (the tied output counted once).
     std::size_t num_params() const { return parameter_count(*this); }
