@@ -4,7 +4,8 @@
 # from a checkpoint halfway follows the uninterrupted one bit for bit, `xgrad tokenize` reads the
 # run's tokenizer from the checkpoint, its folder and its tokenizer.model alike, `xgrad sample`
 # continues a prompt, `xgrad export --to llama2c` writes run.c's model.bin and tokenizer.bin, which
-# `xgrad sample` reads back to the same greedy tokens, and mistakes are one line with exit status 2.
+# `xgrad sample` reads back to the same greedy tokens, as it reads the run's model folder (Hugging
+# Face's layout), `heads` and `patch` run on it, and mistakes are one line with exit status 2.
 # XGRAD_TRAIN_LLAMA_STEPS below 300 (scripts/sanitize: a slow build) leaves out the fall of the loss.
 set -eu
 xgrad=$1
@@ -69,11 +70,36 @@ mkdir "$dir/back"
 [ "$("$xgrad" sample --checkpoint "$dir/back/model.npz" --prompt "Linux" --tokens 20 --temperature 0 --print-ids)" = "$greedy" ] ||
   fail "the checkpoint exported back from model.bin samples other greedy tokens"
 echo "export --to llama2c and back: the same greedy tokens ($greedy)"
+# the run's folder in Hugging Face's layout, and one exported from model.bin: the same greedy tokens
+[ "$("$xgrad" sample --model "$dir/a" --prompt "Linux" --tokens 20 --temperature 0 --print-ids)" = "$greedy" ] ||
+  fail "the run's model folder samples other greedy tokens"
+"$xgrad" export "$dir/l2c/model.bin" "$dir/hf" --tokenizer "$dir/a/tokenizer.model" > /dev/null
+[ "$("$xgrad" sample --model "$dir/hf" --prompt "Linux" --tokens 20 --temperature 0 --print-ids)" = "$greedy" ] ||
+  fail "the folder exported from model.bin samples other greedy tokens"
 
 # a character vocabulary trains too; run.c's tokenizer.bin needs SentencePiece
 "$xgrad" train llama --text "$text" --tokenizer char --dim 16 --n_layers 1 --n_heads 2 --max_seq_len 16 \
   --batch_size 4 --max_iters 5 --eval_interval 5 --eval_iters 1 --threads 1 --quiet --out "$dir/c"
 [ -s "$dir/c/checkpoint.npz" ] && [ -s "$dir/c/xgrad_tokenizer.json" ] || fail "train llama --tokenizer char wrote no checkpoint"
+
+# heads and patch on a Llama: the table and picture; the patched runs, where putting back layer 0's
+# input at the one differing position restores the clean run's metric
+"$xgrad" heads "$dir/a/checkpoint.npz" --text "$text" --sequences 8 --out "$dir/heads" > "$dir/heads.txt"
+grep -q "checkpoint.npz: Llama 2 layers, 2 heads, width 32; 8 val windows of 32 tokens" "$dir/heads.txt" ||
+  fail "heads: no header line: $(head -n 1 "$dir/heads.txt")"
+[ "$(grep -c "^ *[01] *[01]  " "$dir/heads.txt")" -eq 4 ] && [ -s "$dir/heads/heads.png" ] || fail "heads: not 4 heads and heads.png"
+"$xgrad" patch --checkpoint "$dir/c/checkpoint.npz" --clean-text "the cat sat on" --corrupt-text "the cut sat on" \
+  --to "$dir/patch" > /dev/null
+[ ! -e "$dir/patch/dla.head.npy" ] && [ -s "$dir/patch/patch.png" ] || fail "patch on a Llama: dla.head.npy written, or no patch.png"
+/usr/bin/python3 -c '
+import sys, numpy as np
+d = sys.argv[1]
+clean, corrupt, resid = (np.load(f"{d}/{n}.npy") for n in ("clean_metric", "corrupt_metric", "patch.resid_pre"))
+assert resid.shape == (1, 14), resid.shape
+assert abs(resid[0, 5] - clean) < 1e-5 * abs(clean) and abs(clean - corrupt) > 1e-3, (resid[0], clean, corrupt)
+assert np.allclose(resid[0, :5], corrupt, rtol=1e-6) and np.allclose(resid[0, 6:], corrupt, rtol=1e-6), resid[0]
+' "$dir/patch" || fail "patch on a Llama: resid_pre at layer 0 does not give the runs' metrics"
+echo "heads and patch on a Llama: ok"
 
 expect_error() {  # expect_error NAME PATTERN COMMAND...
   name=$1 pattern=$2; shift 2

@@ -8,6 +8,7 @@ Run from anywhere: python3 fuzz/corpus/make_corpus.py
   safetensors/  hand-made files of every dtype, and broken ones
   bpe/     small BPE vocabularies and merges (vocab.json, a zero byte, merges.txt), and broken ones
   gpt2_config/  GPT-2 folders' config.json (the test fixture's, GPT-2 small's), plus broken ones
+  llama_config/ Llama folders' config.json (the test fixture's, Llama 2 7B's, TinyLlama's), plus broken ones
 """
 import json
 import os
@@ -82,7 +83,7 @@ def byte_vocab(extra):
 
 
 def main():
-    for folder in ("npy", "npz", "config", "safetensors", "bpe", "gpt2_config"):
+    for folder in ("npy", "npz", "config", "safetensors", "bpe", "gpt2_config", "llama_config"):
         shutil.rmtree(os.path.join(HERE, folder), ignore_errors=True)
         os.makedirs(os.path.join(HERE, folder))
 
@@ -150,6 +151,30 @@ def main():
     write("gpt2_config", "duplicate_key.json", b'{"n_layer": 2, "n_head": 2, "n_embd": 16, "n_layer": 3}')
     write("gpt2_config", "not_object.json", b'[{"n_layer": 2}, null, 1e400]')
     write("gpt2_config", "malformed.json", b'{"n_layer": 2, "n_head": \xff')
+
+    shutil.copyfile(os.path.join(FIXTURES, "..", "llama_folder", "config.json"), os.path.join(HERE, "llama_config", "tiny.json"))
+    llama7b = {"architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+               "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+               "max_position_embeddings": 4096, "model_type": "llama", "num_attention_heads": 32,
+               "num_hidden_layers": 32, "num_key_value_heads": 32, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+               "rope_scaling": None, "tie_word_embeddings": False, "torch_dtype": "float16", "vocab_size": 32000}
+    llama_variants = {
+        "llama2_7b.json": llama7b,
+        "tinyllama.json": dict(llama7b, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                               num_key_value_heads=4, max_position_embeddings=2048, rope_theta=10000.0),
+        "defaults.json": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "vocab_size": 100},
+        "rope_scaling.json": dict(llama7b, rope_scaling={"type": "linear", "factor": 2.0}),
+        "indivisible.json": dict(llama7b, num_key_value_heads=5),
+        "odd_head.json": dict(llama7b, hidden_size=96, num_attention_heads=32),
+        "wrong_types.json": dict(llama7b, hidden_size="4096", tie_word_embeddings=1, rms_norm_eps="1e-5"),
+        "other_model.json": dict(llama7b, model_type="mistral", hidden_act="gelu", attention_bias=True),
+        "huge.json": dict(llama7b, hidden_size=18446744073709551615, rope_theta=-1, vocab_size=1e300),
+    }
+    for name, cfg in llama_variants.items():
+        write("llama_config", name, json.dumps(cfg).encode())
+    write("llama_config", "duplicate_key.json", b'{"model_type": "llama", "hidden_size": 64, "hidden_size": 32}')
+    write("llama_config", "malformed.json", b'{"model_type": "llama", "hidden_size": \xff')
 
     every = (struct.pack("<d", 0.5) + struct.pack("<3H", 0x3C00, 0x7BFF, 0x0001) + struct.pack("<2H", 0x3F80, 0xC040)
              + struct.pack("<2i", -5, 7) + bytes([0, 255, 0, 1]) + struct.pack("<q", -9) + struct.pack("<f", 2.5))

@@ -57,17 +57,15 @@ gpt_task::LoadedModel read_in(const ExportOptions& o) {
     return m;
 }
 
-// A Llama (a `train llama` checkpoint or a llama2.c .bin) as llama2.c's files: `--to llama2c` a
-// folder of model.bin and tokenizer.bin (run.c's two files; the tokenizer SentencePiece), *.bin the
-// model alone, *.npz a `train llama` checkpoint (its tokenizer's files beside it).
+// A Llama (a `train llama` checkpoint, a llama2.c .bin or a Llama folder) as llama2.c's files: `--to
+// llama2c` a folder of model.bin and tokenizer.bin (run.c's two files; the tokenizer SentencePiece),
+// *.bin the model alone; a folder in Hugging Face's layout; *.npz a `train llama` checkpoint (its
+// tokenizer's files beside it).
 int export_llama(const ExportOptions& o) {
-    const std::string kind = o.to.empty() && o.out.ends_with(".bin") ? "bin" : out_kind(o);
-    if (kind != "llama2c" && kind != "bin" && kind != "npz")
-        throw value_error(fmt::format("{}: a Llama is written as llama2.c's files (--to llama2c, a folder of model.bin and "
-                                      "tokenizer.bin), a .bin or an .npz checkpoint, not as a {}", o.in, kind));
+    const std::string kind = out_kind(o);
     if (o.n_head_given || o.gelu_given)
         throw value_error(fmt::format("{}: --n_head and --gelu are for a nanoGPT state dict; this file records its model", o.in));
-    if (kind == "llama2c") io::StagingDir::check_target(o.out);
+    if (kind == "llama2c" || kind == "folder") io::StagingDir::check_target(o.out);
     else io::require_parent_dir(o.out);
     llama_task::LoadedLlama m = llama_task::load_llama(o.in);
     if (!o.tokenizer.empty()) {
@@ -92,6 +90,12 @@ int export_llama(const ExportOptions& o) {
         staging.commit();
     } else if (kind == "bin") {
         io::save_llama2c(m.model, o.out);
+    } else if (kind == "folder") {
+        if (!m.tokenizer)
+            throw value_error(o.in + ": holds no tokenizer, which a model folder needs: give --tokenizer M (a tokenizer.model)");
+        io::StagingDir staging(o.out);
+        io::save_llama_folder(m.model, *m.tokenizer, staging.dir());
+        staging.commit();
     } else {
         if (!m.tokenizer)
             throw value_error(o.in + ": holds no tokenizer, which a `train llama` checkpoint records: give --tokenizer M");

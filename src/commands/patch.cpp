@@ -5,7 +5,7 @@
 //   IN/clean.npy, IN/corrupt.npy       int64 (B, T), the same shape
 //   IN/metric.json                     {"kind": "logit_diff", "correct": [B ids], "wrong": [B ids]}
 //                                      (at position T - 1) or {"kind": "loss"} with IN/targets.npy
-// Or `--checkpoint FILE` / `--model DIR` (a `train gpt` checkpoint, an llm.c .bin, a model folder)
+// Or `--checkpoint FILE` / `--model DIR` (a `train gpt` or `train llama` checkpoint, a model folder)
 // with `--clean-text` and `--corrupt-text`, tokenized by the model's tokenizer: the metric is the
 // logit difference of `--correct` and `--wrong` (one token each), or else the loss of the clean
 // text's next tokens (from position `--loss-from` on). OUT: float64 .npy files (docs/cli.md lists them) and patch.png, exact patching
@@ -24,6 +24,7 @@
 #include "study/patch_study.hpp"
 #include "study/plot.hpp"
 #include "tasks/gpt.hpp"
+#include "tasks/llama.hpp"
 #include "xgrad/inspect/attribution.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/io/npy.hpp"
@@ -91,8 +92,9 @@ std::vector<unsigned char> patch_picture(const patching::Result& exact, const pa
     return attention_grid_png(maps, m);
 }
 
-template <Real T>
-std::map<std::string, io::NpyArray> study(const nn::GPT<T>& model, const patching::Ids& clean,
+// Direct logit attribution is a GPT's (LayerNorm's centring, c_proj's bias); the rest any decoder's.
+template <patching::PatchableDecoder M>
+std::map<std::string, io::NpyArray> study(const M& model, const patching::Ids& clean,
                                           const patching::Ids& corrupt, const patching::Metric& m, std::size_t ig_steps,
                                           std::vector<unsigned char>& picture) {
     std::map<std::string, io::NpyArray> files;
@@ -111,9 +113,11 @@ std::map<std::string, io::NpyArray> study(const nn::GPT<T>& model, const patchin
     const auto atp = patching::attribution_patching(model, clean, corrupt, m);
     put("atp.head", atp.head), put("atp.head_pos", atp.head_pos), put("atp.resid_pre", atp.resid_pre);
     picture = patch_picture(exact, atp);
-    if (m.kind == patching::Metric::Kind::logit_diff) {
-        const auto dla = patching::direct_logit_attribution(model, clean, m);
-        put("dla.head", dla.head), put("dla.mlp", dla.mlp);
+    if constexpr (std::is_same_v<M, nn::GPT<typename M::value_type>>) {
+        if (m.kind == patching::Metric::Kind::logit_diff) {
+            const auto dla = patching::direct_logit_attribution(model, clean, m);
+            put("dla.head", dla.head), put("dla.mlp", dla.mlp);
+        }
     }
     put("logit_lens", patching::logit_lens(model, clean, m));
     const auto ig = patching::integrated_gradients(model, clean, std::optional(corrupt), m, ig_steps);
@@ -149,17 +153,24 @@ void patch_files(const PatchOptions& o) {
     write_outputs(o.to, files, picture);
 }
 
+// A loaded model (a GPT's or a Llama's) with two texts.
+template <class Loaded>
+void patch_loaded(const Loaded& loaded, const PatchOptions& o) {
+    if (!loaded.tokenizer)
+        throw value_error(o.checkpoint + ": an llm.c or llama2.c model has no tokenizer; give its ids as files with --from");
+    const PatchRuns runs = patch_runs(*loaded.tokenizer, loaded.model.decoding().positions, o.texts);
+    std::vector<unsigned char> picture;
+    const auto files = study(loaded.model, runs.clean, runs.corrupt, runs.metric, o.ig_steps, picture);
+    write_outputs(o.to, files, picture);
+}
+
 // A checkpoint or folder with two texts.
 void patch_texts(const PatchOptions& o) {
     if (o.texts.clean.empty() || o.texts.corrupt.empty())
         throw value_error("--checkpoint and --model need --clean-text and --corrupt-text");
-    const gpt_task::LoadedModel loaded = gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model);
-    if (!loaded.tokenizer)
-        throw value_error(o.checkpoint + ": an llm.c model has no tokenizer; give its ids as files with --from");
-    const PatchRuns runs = patch_runs(*loaded.tokenizer, loaded.model.config.block_size, o.texts);
-    std::vector<unsigned char> picture;
-    const auto files = study(loaded.model, runs.clean, runs.corrupt, runs.metric, o.ig_steps, picture);
-    write_outputs(o.to, files, picture);
+    if (const std::string source = o.model.empty() ? o.checkpoint : o.model; llama_task::is_llama(source))
+        return patch_loaded(llama_task::load_llama(source), o);
+    patch_loaded(gpt_task::load_model(o.model.empty() ? o.checkpoint : o.model), o);
 }
 
 }  // namespace
@@ -169,9 +180,9 @@ void setup_patch(CLI::App& cmd) {
     auto* from = cmd.add_option("--from", o.from, "input directory: config.json and the parameters under nanoGPT's names "
                                                   "(as `xgrad gpt`), clean.npy, corrupt.npy, metric.json (and targets.npy "
                                                   "for the loss) (default: none: --checkpoint or --model)");
-    auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint, "a `train gpt` checkpoint instead of --from (with "
-                                                                    "--clean-text and --corrupt-text) (default: none)");
-    auto* model = cmd.add_option("--model", o.model, "a model folder (Hugging Face's GPT-2 layout, or `train gpt --out`'s) "
+    auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint, "a `train gpt` or `train llama` checkpoint instead of "
+                                                                    "--from (with --clean-text and --corrupt-text) (default: none)");
+    auto* model = cmd.add_option("--model", o.model, "a model folder (Hugging Face's GPT-2 or Llama layout, or `train gpt --out`'s) "
                                                      "instead of --from (default: none)")
                       ->check(CLI::ExistingDirectory);
     from->excludes(checkpoint)->excludes(model);

@@ -124,7 +124,8 @@ int sample_loaded(Loaded m, const SampleOptions& o) {
 int sample(const SampleOptions& o) {
     set_num_threads(std::size_t(o.threads));
     if (o.checkpoint.empty() == o.model.empty()) throw value_error("give --checkpoint FILE or --model DIR (one of them)");
-    if (o.model.empty() && llama_task::is_llama(o.checkpoint)) return sample_loaded(llama_task::load_llama(o.checkpoint), o);
+    if (const std::string source = o.model.empty() ? o.checkpoint : o.model; llama_task::is_llama(source))
+        return sample_loaded(llama_task::load_llama(source), o);
     // a model folder, an llm.c .bin, a train gpt checkpoint (it has a config), or else a nanoGPT state dict
     const bool known = !o.model.empty() || o.checkpoint.ends_with(".bin");
     return sample_loaded(known || !io::read_checkpoint_config(o.checkpoint).empty()
@@ -141,8 +142,8 @@ void setup_sample(CLI::App& cmd) {
                                       "a `train gpt` or `train llama` checkpoint.npz, a nanoGPT state dict .npz, an "
                                       "llm.c .bin or a llama2.c checkpoint .bin")
                            ->check(CLI::ExistingFile);
-    cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
-                                       "merges.txt), instead of --checkpoint (default: none)")
+    cmd.add_option("--model", o.model, "a GPT-2 or Llama folder in Hugging Face's layout (config.json, model.safetensors, "
+                                       "the tokenizer's files), instead of --checkpoint (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(checkpoint);
     cmd.add_option("--prompt", o.prompt,

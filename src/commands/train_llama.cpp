@@ -46,9 +46,12 @@ struct LlamaFamily {
         return fmt::format("{} layers, {} heads ({} key/value), dim {}, hidden {}, max_seq_len {}", model.n_layers,
                            model.n_heads, model.kv_heads(), model.dim, model.ffn_hidden(), model.max_seq_len);
     }
-    std::string write_model(const Model&, const text::Tokenizer& tok, const std::filesystem::path& out) const {
-        io::write_folder_tokenizer(out, tok);  // what the checkpoint reads its tokenizer from
-        return tok.kind() == text::Tokenizer::Kind::sentencepiece ? io::sentencepiece_file : io::xgrad_tokenizer_file;
+    // The folder in Hugging Face's layout (its tokenizer file is also the checkpoint's)
+    std::string write_model(const Model& m, const text::Tokenizer& tok, const std::filesystem::path& out) const {
+        io::save_llama_folder(m, tok, out);
+        return fmt::format("config.json, model.safetensors, {}", tok.kind() == text::Tokenizer::Kind::sentencepiece
+                                                                     ? io::sentencepiece_file
+                                                                     : io::xgrad_tokenizer_file);
     }
 };
 

@@ -14,6 +14,7 @@
 
 #include "tasks/gpt.hpp"
 #include "xgrad/io/llama2c.hpp"
+#include "xgrad/io/llama_folder.hpp"
 #include "xgrad/nn/llama.hpp"
 
 namespace xgrad::llama_task {
@@ -71,9 +72,9 @@ inline bool is_llama2c(const std::filesystem::path& file) {
     return first != io::detail::llmc_magic;
 }
 
-// Whether `path` holds a Llama: a llama2.c .bin or a `train llama` checkpoint.
+// Whether `path` holds a Llama: a llama2.c .bin, a `train llama` checkpoint or a Llama folder.
 inline bool is_llama(const std::filesystem::path& path) {
-    if (std::filesystem::is_directory(path)) return false;
+    if (std::filesystem::is_directory(path)) return io::is_llama_folder(path);
     return is_llama2c(path) || (path.extension() == ".npz" && is_llama_checkpoint(io::read_checkpoint_config(path)));
 }
 
@@ -83,8 +84,14 @@ struct LoadedLlama {
     std::size_t usable_vocab = 0;
 };
 
-// A llama2.c checkpoint (.bin, the file run.c reads) or a `train llama` checkpoint.npz, in eval mode.
+// A llama2.c checkpoint (.bin, the file run.c reads), a `train llama` checkpoint.npz or a folder in
+// Hugging Face's layout (io/llama_folder.hpp), in eval mode.
 inline LoadedLlama load_llama(const std::filesystem::path& path) {
+    if (std::filesystem::is_directory(path)) {
+        io::LlamaFolder<float> folder = io::open_llama_folder<float>(path);
+        const std::size_t usable = folder.tokenizer.vocab_size();
+        return {std::move(folder.model), std::move(folder.tokenizer), usable};
+    }
     Generator gen(0);
     if (is_llama2c(path)) {
         const io::Llama2cFile f = io::read_llama2c(path);
