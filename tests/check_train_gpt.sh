@@ -61,15 +61,6 @@ case "$out" in "The "*) ;; *) fail "sample does not start with the prompt: $out"
   fail "same seed, different samples"
 echo "sample: $(printf '%s' "$out" | head -n 1)"
 
-expect_error() {  # expect_error NAME PATTERN COMMAND...
-  name=$1 pattern=$2; shift 2
-  status=0
-  "$@" > /dev/null 2> "$dir/err" || status=$?
-  [ "$status" -eq 2 ] || fail "$name: exit status $status, expected 2"
-  [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$dir/err")"
-  grep -q "$pattern" "$dir/err" || fail "$name: unexpected message: $(cat "$dir/err")"
-  echo "ok $name"
-}
 expect_error "unknown prompt character" "the character '€' (U+20AC) at byte 0 is not in the vocabulary" \
   "$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "€"
 expect_error "resume with another model" "the checkpoint was made with n_embd=32, this run has n_embd=64" \

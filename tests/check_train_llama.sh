@@ -101,15 +101,6 @@ assert np.allclose(resid[0, :5], corrupt, rtol=1e-6) and np.allclose(resid[0, 6:
 ' "$dir/patch" || fail "patch on a Llama: resid_pre at layer 0 does not give the runs' metrics"
 echo "heads and patch on a Llama: ok"
 
-expect_error() {  # expect_error NAME PATTERN COMMAND...
-  name=$1 pattern=$2; shift 2
-  status=0
-  "$@" > /dev/null 2> "$dir/err" || status=$?
-  [ "$status" -eq 2 ] || fail "$name: exit status $status, expected 2"
-  [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$dir/err")"
-  grep -q "$pattern" "$dir/err" || fail "$name: unexpected message: $(cat "$dir/err")"
-  echo "ok $name"
-}
 expect_error "export of a character model to run.c" "run.c's tokenizer.bin is a SentencePiece vocabulary" \
   "$xgrad" export --to llama2c "$dir/c/checkpoint.npz" "$dir/nope"
 [ ! -e "$dir/nope" ] || fail "a refused export left a folder"

@@ -18,3 +18,15 @@ check_resumed_tail() {
   tail -n "$3" "$2/loss.csv" > "$2.tail.csv"
   cmp "$1.tail.csv" "$2.tail.csv" || { echo "the last $3 steps differ after resuming"; exit 1; }
 }
+
+# expect_error NAME PATTERN COMMAND...: COMMAND fails with exit status 2 and one line on stderr
+# matching PATTERN (the caller's $dir holds the line; fail() is the caller's).
+expect_error() {  # expect_error NAME PATTERN COMMAND...
+  name=$1 pattern=$2; shift 2
+  status=0
+  "$@" > /dev/null 2> "$dir/err" || status=$?
+  [ "$status" -eq 2 ] || fail "$name: exit status $status, expected 2"
+  [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "$name: expected one line on stderr: $(cat "$dir/err")"
+  grep -q "$pattern" "$dir/err" || fail "$name: unexpected message: $(cat "$dir/err")"
+  echo "ok $name"
+}

@@ -70,8 +70,8 @@ void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
     auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`, `train gpt` or `train llama`")
                            ->check(CLI::ExistingFile);
-    cmd.add_option("--model", o.model, "a GPT-2 folder in Hugging Face's layout (config.json, model.safetensors, vocab.json, "
-                                       "merges.txt), instead of a checkpoint (default: none)")
+    cmd.add_option("--model", o.model, "a GPT-2 or Llama folder in Hugging Face's layout (config.json, model.safetensors, "
+                                       "the tokenizer's files), instead of a checkpoint (default: none)")
         ->check(CLI::ExistingDirectory)
         ->excludes(checkpoint);
     cmd.add_option("--out", o.out, "folder for heads.png, the mean attention map of every head (default: none)");

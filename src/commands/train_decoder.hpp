@@ -53,7 +53,7 @@ struct DecoderTrainOptions {
     int eval_every = 250, eval_iters = 20;                         // eval_every: --eval_interval
     int checkpoint_every = 0;  // 0: at each evaluation
     int sample_tokens = 200;
-    std::string text, tokenizer, dtype = "float32";
+    std::string text, dtype = "float32";
     std::uint64_t seed = 1337;
     int threads = 0;
     int log_every = 100;
