@@ -73,6 +73,6 @@ echo "errors: --batch 33 over $np ranks and a $np-rank checkpoint in one process
 # A command that does not run data-parallel is refused under mpirun (its ranks would each write the same files).
 status=0
 "$mpirun_sh" -np "$np" "$xgrad" train mlp > /dev/null 2> "$dir/err.txt" || status=$?
-[ "$status" -ne 0 ] && grep -q "^xgrad train mlp: does not run under mpirun (data-parallel commands: xgrad bench, xgrad train copy, xgrad train gpt, xgrad train sort)$" \
+[ "$status" -ne 0 ] && grep -q "^xgrad train mlp: does not run under mpirun (data-parallel commands: xgrad bench, xgrad train copy, xgrad train gpt, xgrad train llama, xgrad train sort)$" \
   "$dir/err.txt" || { echo "train mlp under mpirun: unexpected outcome ($status)"; cat "$dir/err.txt"; exit 1; }
 echo "train mlp under mpirun: refused in one line"
