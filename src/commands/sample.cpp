@@ -72,7 +72,8 @@ int sample_from(const Model& model, const text::Tokenizer* tokenizer, std::size_
     } else if (tokenizer) {
         start = tokenizer->encode(o.prompt.empty() ? "\n" : o.prompt, "--prompt");
     } else {
-        throw value_error(o.checkpoint + ": this model file holds no tokenizer; give the prompt as --prompt-ids");
+        throw value_error(o.checkpoint + ": this model file holds no tokenizer; give --tokenizer M (a GPT-2 folder, a "
+                                         "tokenizer.model) or the prompt as --prompt-ids");
     }
     if (start.empty()) throw value_error("--prompt: empty; give at least one character");
     xt::xtensor<std::int64_t, 2> prompt = xt::xtensor<std::int64_t, 2>::from_shape({1, start.size()});
