@@ -68,12 +68,7 @@ int export_llama(const ExportOptions& o) {
     if (kind == "llama2c" || kind == "folder") io::StagingDir::check_target(o.out);
     else io::require_parent_dir(o.out);
     llama_task::LoadedLlama m = llama_task::load_llama(o.in);
-    if (!o.tokenizer.empty()) {
-        m.tokenizer = gpt_task::tokenizer_of(o.tokenizer);
-        if (m.tokenizer->vocab_size() > m.model.config.vocab_size)
-            throw value_error(fmt::format("--tokenizer {}: {} tokens, more than {}'s vocab_size {}", o.tokenizer,
-                                          m.tokenizer->vocab_size(), o.in, m.model.config.vocab_size));
-    }
+    gpt_task::use_tokenizer(m, o.tokenizer, o.in);
     const text::SentencePieceModel* sentencepiece = m.tokenizer ? m.tokenizer->sentencepiece_model() : nullptr;
     if (kind == "llama2c") {
         if (!sentencepiece)
@@ -117,13 +112,7 @@ int export_model(const ExportOptions& o) {
     if (kind == "folder") io::StagingDir::check_target(o.out);
     else io::require_parent_dir(o.out);
     gpt_task::LoadedModel m = read_in(o);
-    if (!o.tokenizer.empty()) {
-        m.tokenizer = gpt_task::tokenizer_of(o.tokenizer);
-        if (m.tokenizer->vocab_size() > m.model.config.vocab_size)
-            throw value_error(fmt::format("--tokenizer {}: {} tokens, more than {}'s vocab_size {}", o.tokenizer,
-                                          m.tokenizer->vocab_size(), o.in, m.model.config.vocab_size));
-        m.usable_vocab = m.tokenizer->vocab_size();
-    }
+    gpt_task::use_tokenizer(m, o.tokenizer, o.in);
     if (kind == "folder") {
         if (!m.tokenizer)
             throw value_error(o.in + ": holds no tokenizer, which a model folder needs: give --tokenizer M (a folder with "

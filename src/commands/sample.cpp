@@ -112,13 +112,7 @@ int sample_from(const Model& model, const text::Tokenizer* tokenizer, std::size_
 // --tokenizer M in place of the model file's own (llm.c and llama2.c files have none).
 template <class Loaded>
 int sample_loaded(Loaded m, const SampleOptions& o) {
-    if (!o.tokenizer.empty()) {
-        m.tokenizer = gpt_task::tokenizer_of(o.tokenizer);
-        if (m.tokenizer->vocab_size() > m.model.config.vocab_size)
-            throw value_error(fmt::format("--tokenizer {}: {} tokens, more than the model's vocab_size {}", o.tokenizer,
-                                          m.tokenizer->vocab_size(), m.model.config.vocab_size));
-        m.usable_vocab = m.tokenizer->vocab_size();
-    }
+    gpt_task::use_tokenizer(m, o.tokenizer, o.model.empty() ? o.checkpoint : o.model);
     return sample_from(m.model, m.tokenizer ? &*m.tokenizer : nullptr, m.usable_vocab, o);
 }
 

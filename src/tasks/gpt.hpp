@@ -137,6 +137,19 @@ inline text::Tokenizer tokenizer_of(const std::string& model) {
     return checkpoint_tokenizer(config, model, std::size_t(checkpoint_entry(config, "vocab_size", model, command)), command);
 }
 
+// `--tokenizer M` in place of a loaded model's own (LoadedModel, llama_task::LoadedLlama; an llm.c or
+// llama2.c file has none): any M tokenizer_of reads, checked to fit the vocabulary of `source`'s model.
+template <class Loaded>
+void use_tokenizer(Loaded& m, const std::string& tokenizer, const std::string& source) {
+    if (tokenizer.empty()) return;
+    m.tokenizer = tokenizer_of(tokenizer);
+    const std::size_t vocab_size = m.model.decoding().vocab_size;
+    if (m.tokenizer->vocab_size() > vocab_size)
+        throw value_error(fmt::format("--tokenizer {}: {} tokens, more than {}'s vocab_size {}", tokenizer,
+                                      m.tokenizer->vocab_size(), source, vocab_size));
+    m.usable_vocab = m.tokenizer->vocab_size();
+}
+
 // The config of a nanoGPT state dict (its arrays), which records no heads and no GELU form: n_layer,
 // n_embd, block_size, vocab_size and the biases from the tensors, n_head and gelu as given.
 inline nn::GPTConfig nanogpt_config(const std::map<std::string, io::NpyArray>& arrays, std::size_t n_head,
