@@ -18,11 +18,12 @@ run() {  # run OUT STEPS [options]: the test's small model, 2 query heads sharin
   out=$1 run_steps=$2; shift 2
   "$xgrad" train llama --text "$text" --vocab_size 512 --dim 32 --n_layers 2 --n_heads 2 --n_kv_heads 1 \
     --max_seq_len 32 --batch_size 8 --warmup_iters 10 --lr_decay_iters 300 --max_iters "$run_steps" \
-    --eval_interval 50 --eval_iters 4 --sample-tokens 30 --threads 1 --out "$out" "$@"
+    --eval_interval "$every" --eval_iters 4 --sample-tokens 30 --threads 1 --out "$out" "$@"
 }
 
 steps=${XGRAD_TRAIN_LLAMA_STEPS:-300}
-half=$((steps / 2))
+every=$((steps / 6))  # the run evaluates every 50 of 300 steps; a run evaluates at its last step too,
+half=$((3 * every))   # so the halfway stop of the resume check falls on an evaluation
 run "$dir/a" "$steps" > "$dir/a.txt"
 check_train_outputs "$dir/a"
 [ -s "$dir/a/samples.txt" ] && [ -s "$dir/a/tokenizer.model" ] || fail "no samples.txt or tokenizer.model"
