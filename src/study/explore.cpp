@@ -3,9 +3,10 @@
 // -1) or of one position's. One driver, collect(), reads every attention of each tape
 // (explore_collect.hpp).
 //
-//   a `train gpt` checkpoint, a GPT-2 folder in Hugging Face's layout (or an llm.c .bin with --tokens):
-//       nanoGPT's mean cross-entropy over the input's next tokens; position t's loss predicts token t + 1. Saliency at the blocks' input
-//       (the node named "embedding": wte + wpe).
+//   a decoder: a `train gpt` checkpoint, a GPT-2 folder in Hugging Face's layout, an llm.c .bin (with
+//       --tokens); a `train llama` checkpoint, a Llama folder, a llama2.c .bin (with --tokens): the
+//       mean cross-entropy over the input's next tokens; position t's loss predicts token t + 1.
+//       Saliency at hook_embed (the token embeddings).
 //   a `train copy` checkpoint: the cross-entropy of the copied half; position n + k's loss predicts
 //       a(k+1). Saliency at the embedding (tokens + positions).
 //   a `train sort` checkpoint: the cross-entropy of the sorted digits (teacher forcing); position k's
@@ -22,6 +23,7 @@
 #include "study/heads.hpp"
 #include "tasks/copy.hpp"
 #include "tasks/gpt.hpp"
+#include "tasks/llama.hpp"
 #include "tasks/sort.hpp"
 #include "study/transformer.hpp"
 #include "xgrad/inspect/attribution.hpp"
@@ -33,10 +35,11 @@ namespace {
 using namespace explore_detail;
 
 // The clean/corrupted pair: --text and --corrupt-text.
-ExplorePatching explore_patching(const nn::GPT<float>& model, const text::Tokenizer& tokenizer, const ExploreOptions& o) {
+template <class Model>
+ExplorePatching explore_patching(const Model& model, const text::Tokenizer& tokenizer, const ExploreOptions& o) {
     PatchTexts texts = o.patch;
     texts.clean = o.text;
-    const PatchRuns runs = patch_runs(tokenizer, model.config.block_size, texts);
+    const PatchRuns runs = patch_runs(tokenizer, model.decoding().positions, texts);
     ExplorePatching p;
     p.metric = runs.metric_label;
     for (std::size_t t = 0; t < runs.clean.shape()[1]; ++t)
@@ -54,10 +57,23 @@ ExplorePatching explore_patching(const nn::GPT<float>& model, const text::Tokeni
     return p;
 }
 
-ExploreData explore_gpt(const ExploreOptions& o) {
-    gpt_task::LoadedModel m = gpt_task::load_model(o.source);
-    nn::GPT<float>& model = m.model;
-    const auto& c = model.config;
+// What the page says of a decoder: its title's family and its shape.
+std::string decoder_summary(const nn::GPT<float>& m) {
+    const auto& c = m.config;
+    return fmt::format("GPT, {} layers × {} heads, embedding {}, block {}", c.n_layer, c.n_head, c.n_embd, c.block_size);
+}
+std::string decoder_summary(const nn::Llama<float>& m) {
+    const auto& c = m.config;
+    return fmt::format("Llama, {} layers × {} heads ({} key/value{}), dim {}, max_seq_len {}", c.n_layers, c.n_heads,
+                       c.kv_heads(), c.kv_heads() < c.n_heads ? ": a query head's ‖dK‖, ‖dV‖ are its group's" : "",
+                       c.dim, c.max_seq_len);
+}
+
+// A GPT or a Llama (gpt_task::LoadedModel, llama_task::LoadedLlama) on one input.
+template <class Loaded>
+ExploreData explore_decoder(Loaded m, const ExploreOptions& o) {
+    auto& model = m.model;
+    const nn::DecodingShape shape = model.decoding();
     const std::string source = o.source.string();
     std::optional<text::Corpus> corpus;
     auto corpus_text = [&]() -> const text::Corpus& {
@@ -69,7 +85,8 @@ ExploreData explore_gpt(const ExploreOptions& o) {
     if (!o.text.empty() && !ids.empty()) throw value_error("--text and --tokens: give one input, not both");
     if (!o.patch.corrupt.empty() && (o.text.empty() || !m.tokenizer))
         throw value_error("--corrupt-text: give the clean input as --text, to a model with a tokenizer");
-    if (ids.empty() && !m.tokenizer) throw value_error(source + ": an llm.c model has no tokenizer here; give --tokens");
+    if (ids.empty() && !m.tokenizer)
+        throw value_error(source + ": an llm.c or llama2.c model has no tokenizer here; give --tokens");
     if (!o.text.empty()) {
         ids = m.tokenizer->encode(o.text, "--text"), input = "--text";
     } else if (ids.empty()) {
@@ -83,19 +100,19 @@ ExploreData explore_gpt(const ExploreOptions& o) {
         if (id < 0 || std::size_t(id) >= m.usable_vocab)
             throw value_error(fmt::format("--tokens: token {} is outside the vocabulary [0, {})", id, m.usable_vocab));
     if (ids.size() < 2) throw value_error("--text or --tokens: the input needs 2 tokens or more (inputs and next-token targets)");
-    if (ids.size() > c.block_size + 1) ids.erase(ids.begin(), ids.end() - long(c.block_size + 1));  // nanoGPT's crop
+    if (ids.size() > shape.positions + 1) ids.erase(ids.begin(), ids.end() - long(shape.positions + 1));  // nanoGPT's crop
     const std::size_t T = ids.size() - 1;
     xt::xtensor<std::int64_t, 2> idx = xt::xtensor<std::int64_t, 2>::from_shape({1, T}), targets = idx;
     for (std::size_t t = 0; t < T; ++t) idx(0, t) = ids[t], targets(0, t) = ids[t + 1];
     auto shown = [&](std::int64_t id) { return m.tokenizer ? gpt_task::token_label(*m.tokenizer, id) : std::to_string(id); };
 
     ExploreData data;
-    data.title = fmt::format("GPT {}", o.source.filename().string());
-    data.description = fmt::format("GPT, {} layers × {} heads, embedding {}, block {}; input: {}; loss: cross-entropy "
-                                   "of the next token (nanoGPT's)", c.n_layer, c.n_head, c.n_embd, c.block_size, input);
+    const std::string summary = decoder_summary(model);
+    data.title = fmt::format("{} {}", summary.substr(0, summary.find(',')), o.source.filename().string());
+    data.description = fmt::format("{}; input: {}; loss: cross-entropy of the next token", summary, input);
     ExploreInput& tokens = data.inputs.emplace_back(ExploreInput{"tokens", {}});
     for (std::size_t t = 0; t < T; ++t) tokens.tokens.push_back(shown(ids[t]));
-    collect_gpt(data, model, idx, targets, 0, loss_positions(0, T, o.positions), [&](long p) {
+    collect_decoder(data, model, idx, targets, 0, loss_positions(0, T, o.positions), [&](long p) {
         return fmt::format("position {}: '{}' predicts '{}'", p, shown(ids[std::size_t(p)]), shown(ids[std::size_t(p) + 1]));
     });
     if (!o.patch.corrupt.empty()) data.patching = explore_patching(model, *m.tokenizer, o);
@@ -104,7 +121,7 @@ ExploreData explore_gpt(const ExploreOptions& o) {
         const GptHeadStudy study = study_gpt_heads(model, windows, std::size_t(o.head_sequences), o.seed);
         for (const HeadReport& r : study.heads) data.sites.at(r.layer).head_reports.push_back(r);
         data.heads_note = fmt::format("`xgrad heads` on {} held-out windows of {} tokens (val loss {:.4f}); induction on "
-                                      "random tokens repeated twice", o.head_sequences, c.block_size, study.val_loss);
+                                      "random tokens repeated twice", o.head_sequences, shape.positions, study.val_loss);
     }
     return data;
 }
@@ -209,9 +226,11 @@ ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& co
 ExploreData explore(const ExploreOptions& o) {
     const auto gpt_only = [&] {  // the other models have no tokenizer to read a corrupted text
         if (!o.patch.corrupt.empty())
-            throw value_error("--corrupt-text: " + o.source.string() + " is not a GPT checkpoint or model folder");
+            throw value_error("--corrupt-text: " + o.source.string() + " is not a GPT's or a Llama's checkpoint or folder");
     };
-    if (o.gpt_folder || io::is_gpt_folder(o.source) || o.source.extension() == ".bin") return explore_gpt(o);
+    if (llama_task::is_llama(o.source)) return explore_decoder(llama_task::load_llama(o.source), o);
+    if (o.gpt_folder || io::is_gpt_folder(o.source) || o.source.extension() == ".bin")
+        return explore_decoder(gpt_task::load_model(o.source), o);
     if (std::filesystem::is_directory(o.source)) {
         gpt_only();
         if (is_transformer_folder(o.source)) return explore_transformer_folder(o);
@@ -219,7 +238,7 @@ ExploreData explore(const ExploreOptions& o) {
         return explore_attention_folder(o);
     }
     const auto config = io::read_checkpoint_config(o.source);
-    if (config.count("n_layer")) return explore_gpt(o);
+    if (config.count("n_layer")) return explore_decoder(gpt_task::load_model(o.source), o);
     gpt_only();
     if (config.count("d_model")) return explore_sort(o, config);
     return explore_copy(o, config);

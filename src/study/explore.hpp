@@ -58,7 +58,7 @@ struct ExploreInput {
     std::vector<std::string> tokens;
 };
 
-// A clean/corrupted pair of a GPT's inputs (`--corrupt-text`): patching each head's z from the clean
+// A clean/corrupted pair of a decoder's inputs (`--corrupt-text`): patching each head's z from the clean
 // run into the corrupted one, exactly and by AtP, and the logit lens of both runs
 // (inspect/patching.hpp, inspect/attribution.hpp; the numbers `xgrad patch` writes).
 struct ExplorePatching {
@@ -81,7 +81,7 @@ struct ExploreData {
 
 struct ExploreOptions {
     std::filesystem::path source;      // a checkpoint (.npz, .bin) or a folder
-    bool gpt_folder = false;           // source is a GPT-2 folder in Hugging Face's layout (--model)
+    bool gpt_folder = false;           // source is a model folder in Hugging Face's layout (--model): a Llama's, else GPT-2's
     std::string text;                  // a GPT's input text (default: held-out text)
     PatchTexts patch;                  // a GPT's corrupted text and metric (--corrupt-text; clean: text)
     std::vector<std::int64_t> tokens;  // a copy-task model's input (default: a held-out sequence)

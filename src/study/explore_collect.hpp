@@ -19,7 +19,9 @@
 #include "study/explore.hpp"
 #include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/kernels/gemm.hpp"
+#include "xgrad/core/hooks.hpp"
 #include "xgrad/nn/gpt.hpp"
+#include "xgrad/ops/hook_point.hpp"
 #include "xgrad/ops/linalg.hpp"
 
 namespace xgrad::cli::explore_detail {
@@ -129,6 +131,16 @@ std::vector<double> head_norms(const nn::detail::HeadOperand<T>& x, std::size_t 
     return out;
 }
 
+// (H, len) from a key or value operand's (H_kv, len): a grouped-query attention's query head h
+// reads key/value head h / (H / H_kv), whose rows it shows (shared by the H / H_kv heads of a group).
+inline std::vector<double> per_query_head(std::vector<double> kv, const nn::detail::HeadLayout& l, std::size_t H) {
+    if (l.heads == H) return kv;
+    std::vector<double> out;
+    for (std::size_t h = 0; h < H; ++h)
+        out.insert(out.end(), kv.begin() + long(h / (H / l.heads) * l.len), kv.begin() + long((h / (H / l.heads) + 1) * l.len));
+    return out;
+}
+
 // dX_h (len, C_in) += dOp_h (len, D) · W_h (D, C_in) for each head h of sequence b, where the
 // operand's source is a Linear (x, W) and W_h its rows [offset + h·D, +D). `sums` holds one
 // (H, len, C_in) buffer per input x, so the q, k and v of one self-attention add up in one. False
@@ -156,7 +168,8 @@ ExploreSiteGrads site_grads(const SiteNodes<T>& s, std::size_t b, SiteArrays& a)
     const std::size_t H = s.q->layout.heads;
     ExploreSiteGrads g;
     g.dweights = std::move(a.dweights), g.dscores = std::move(a.dscores);
-    g.dq = head_norms(*s.q, b), g.dk = head_norms(*s.k, b), g.dv = head_norms(*s.v, b);
+    g.dq = head_norms(*s.q, b), g.dk = per_query_head(head_norms(*s.k, b), s.k->layout, H),
+    g.dv = per_query_head(head_norms(*s.v, b), s.v->layout, H);
     std::map<const Node*, std::vector<T>> sums;
     if (add_head_inputs(*s.q, b, sums) && add_head_inputs(*s.k, b, sums) && add_head_inputs(*s.v, b, sums)) {
         g.head_input.assign(H, 0.0);
@@ -276,18 +289,25 @@ ExploreData explore_attention_folder(const ExploreOptions& o);
 ExploreData explore_transformer_folder(const ExploreOptions& o);
 ExploreData explore_gpt_folder(const ExploreOptions& o);
 
-// A GPT's losses on idx (B, T) for sequence b (nanoGPT's mean cross-entropy; position p's keeps
-// target (b, p) alone), its saliency at the blocks' input; the first input is the tokens.
-template <Real T>
-void collect_gpt(ExploreData& data, const nn::GPT<T>& model, const xt::xtensor<std::int64_t, 2>& idx,
-                 const xt::xtensor<std::int64_t, 2>& targets, std::size_t b, const std::vector<long>& positions,
-                 const std::function<std::string(long)>& label) {
-    collect(data, positions, label, b, [&](long p, const Tape& tape) {
+// A decoder's losses on idx (B, T) for sequence b (the mean cross-entropy of the next tokens;
+// position p's keeps target (b, p) alone), its saliency ‖dL/dx_t‖ at hook_embed (the token
+// embeddings; a GPT's sum with the positions' has the same gradient); the first input is the tokens.
+template <class Model>
+void collect_decoder(ExploreData& data, const Model& model, const xt::xtensor<std::int64_t, 2>& idx,
+                     const xt::xtensor<std::int64_t, 2>& targets, std::size_t b, const std::vector<long>& positions,
+                     const std::function<std::string(long)>& label) {
+    collect(data, positions, label, b, [&](long p, const Tape&) {
         xt::xtensor<std::int64_t, 2> chosen = targets;
         if (p >= 0) chosen.fill(-1), chosen(b, std::size_t(p)) = targets(b, std::size_t(p));  // -1: ignored
+        using T = typename decltype(model(idx))::value_type;
+        xt::xtensor<T, 3> embed_grad;
+        Hooks hooks;
+        hooks.backward("hook_embed", [&](xt::xtensor<T, 3>& g) { embed_grad = g; });
+        const UseHooks use(hooks);
         const auto loss = nn::gpt_loss(model(idx), chosen);
         backward(loss);
-        return Recorded{double(loss.value()()), {token_norms(labelled_grad(tape, "embedding"), true, b)}};
+        const ArrayView grad{{embed_grad.shape().begin(), embed_grad.shape().end()}, embed_grad.data(), std::is_same_v<T, double>};
+        return Recorded{double(loss.value()()), {token_norms(grad, true, b)}};
     });
 }
 

@@ -130,7 +130,7 @@ ExploreData explore_gpt_folder(const ExploreOptions& o) {
     for (const long t : loss_positions(0, T, o.positions))
         if (f.targets(b, std::size_t(t)) >= 0) positions.push_back(t);
     const auto label = [&](long t) { return fmt::format("position {}: predicts {}", t, f.targets(b, std::size_t(t))); };
-    std::visit([&](const auto& model) { collect_gpt(data, model, f.idx, f.targets, b, positions, label); }, f.model);
+    std::visit([&](const auto& model) { collect_decoder(data, model, f.idx, f.targets, b, positions, label); }, f.model);
     data.heads_note = "no head reports: `xgrad heads` needs a `train gpt` checkpoint and its text";
     return data;
 }

@@ -1,5 +1,5 @@
 // `xgrad explore`'s numbers (cli::explore, study/explore.hpp), against oracles of their own: torch's
-// outputs for a MultiheadAttention folder, the library's own backward for a GPT, and what the
+// outputs for a MultiheadAttention folder, the library's own backward for a GPT and a Llama, and what the
 // losses' algebra says (the whole loss is the sum or mean of the positions' losses, so its dP and dS
 // are the sum or mean of theirs). The page itself is tested in a browser (tests/explore/).
 #include <doctest/doctest.h>
@@ -11,6 +11,7 @@
 #include "io/io_test_util.hpp"
 #include "study/explore.hpp"
 #include "tasks/gpt.hpp"
+#include "tasks/llama.hpp"
 #include "xgrad/io/npy.hpp"
 
 // Each test file in a namespace of its own: unity builds (scripts/sanitize) compile several in one unit.
@@ -151,6 +152,67 @@ TEST_CASE("explore: a GPT's gradients follow its losses, and ‖dX_h‖ equals t
             CHECK(norm > 0);
             CHECK(d.choices[0].sites[k].head_input[0] == doctest::Approx(std::sqrt(norm)).epsilon(1e-5));
         }
+    }
+}
+
+TEST_CASE("explore: a grouped-query Llama: its saliency is the embeddings' gradient, a group shares its dK and dV") {
+    xgrad::testing::ScratchDir dir;
+    const std::vector<std::int64_t> ids{3, 1, 4, 0, 5, 9, 2, 6, 8, 7, 11};  // distinct: one embedding row each
+    nn::LlamaConfig c;
+    c.dim = 16, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 12, c.multiple_of = 8, c.max_seq_len = 16;
+    c.tie_embeddings = false;  // the embedding rows' gradient is the saliency's alone
+    Generator gen(5);
+    nn::Llama<float> model(c, gen);
+    optim::AdamW<float> adamw(model);
+    const fs::path checkpoint = dir.path / "llama.npz";
+    const auto letters = text::Tokenizer::from_vocabulary({U'a', U'b', U'c', U'd', U'e', U'f', U'g', U'h', U'i', U'j', U'k', U'l'});
+    io::save_checkpoint(checkpoint, model, adamw, 0, {}, llama_task::checkpoint_config(c, letters));
+    cli::ExploreOptions o;
+    o.source = checkpoint, o.tokens = ids, o.positions = 1000, o.head_sequences = 0;
+    const cli::ExploreData d = cli::explore(o);
+    const std::size_t T = ids.size() - 1, H = 4;
+    REQUIRE(d.sites.size() == 2);
+    REQUIRE(d.choices.size() == T + 1);
+    CHECK(d.title.rfind("Llama", 0) == 0);
+    for (std::size_t k = 0; k < 2; ++k) {
+        const auto& s = d.sites[k];
+        REQUIRE(s.heads == H);
+        for (std::size_t h = 0; h < H; ++h)
+            for (std::size_t i = 0; i < T; ++i) {
+                double row = 0;
+                for (std::size_t j = 0; j < T; ++j) {
+                    CHECK(bool(s.masked[(h * T + i) * T + j]) == (j > i));  // causal
+                    row += s.weights[(h * T + i) * T + j];
+                }
+                CHECK(row == doctest::Approx(1).epsilon(1e-6));
+            }
+        CHECK(sum_gap(d, k, 1.0 / double(T), [](const cli::ExploreSiteGrads& g) { return g.dscores; }) < 1e-7);
+        // query heads 0 and 1 read key/value head 0, heads 2 and 3 head 1
+        const auto& g = d.choices[0].sites[k];
+        REQUIRE(g.dk.size() == H * T);
+        REQUIRE(g.dv.size() == H * T);
+        double group_gap = 0, between = 0;
+        for (std::size_t t = 0; t < T; ++t) {
+            group_gap = std::max({group_gap, std::abs(g.dk[t] - g.dk[T + t]), std::abs(g.dv[2 * T + t] - g.dv[3 * T + t])});
+            between = std::max(between, std::abs(g.dv[t] - g.dv[2 * T + t]));
+        }
+        CHECK(group_gap == 0);
+        CHECK(between > 0);
+    }
+    // The saliency ‖dL/dx_t‖ of the whole loss: the gradient of embedding row ids[t], from the
+    // library's own backward.
+    Tape tape;
+    TapeScope on(tape);
+    xt::xtensor<std::int64_t, 2> idx = xt::xtensor<std::int64_t, 2>::from_shape({1, T}), targets = idx;
+    for (std::size_t t = 0; t < T; ++t) idx(0, t) = ids[t], targets(0, t) = ids[t + 1];
+    backward(nn::gpt_loss(model(idx), targets));
+    const auto& rows = model.tok_embeddings.weight.grad();
+    REQUIRE(d.choices[0].saliency.size() == 1);
+    for (std::size_t t = 0; t < T; ++t) {
+        double norm = 0;
+        for (std::size_t e = 0; e < c.dim; ++e) norm += double(rows(std::size_t(ids[t]), e)) * double(rows(std::size_t(ids[t]), e));
+        CHECK(norm > 0);
+        CHECK(d.choices[0].saliency[0][t] == doctest::Approx(std::sqrt(norm)).epsilon(1e-5));
     }
 }
 

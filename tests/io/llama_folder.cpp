@@ -95,6 +95,16 @@ TEST_CASE("a Llama folder written by save_llama_folder reads back: untied, tied,
     const xt::xtensor<std::int64_t, 2> idx{{1, 5, 9, 2}};
     CHECK(tied_again.model(idx).value() == tied(idx).value());
 
+    // a character vocabulary: xgrad_tokenizer.json in place of tokenizer.model
+    const ScratchDir chars_dir;
+    const auto letters = text::Tokenizer::from_vocabulary({U'a', U'b', U'c', U'd'});
+    io::save_llama_folder(tied, letters, chars_dir.path);
+    CHECK(!fs::exists(chars_dir.path / "tokenizer.model"));
+    const auto chars_again = io::open_llama_folder<double>(chars_dir.path);
+    CHECK(chars_again.tokenizer.kind() == text::Tokenizer::Kind::character);
+    CHECK(chars_again.tokenizer.decode(chars_again.tokenizer.encode("dab")) == "dab");
+    CHECK(chars_again.model(idx).value() == tied(idx).value());
+
     // sharded: two files and model.safetensors.index.json
     const ScratchDir shards;
     fs::copy_file(fixture / "config.json", shards.path / "config.json");

@@ -50,12 +50,15 @@ template <Real T = float>
 LlamaFolder<T> open_llama_folder(const std::filesystem::path& dir) {
     const nn::LlamaConfig config = read_hf_llama_config(dir / "config.json");
     std::error_code ec;
-    if (!std::filesystem::exists(dir / sentencepiece_file, ec))
-        throw io_error(dir.string() + ": has no tokenizer.model (a SentencePiece model), which a Llama folder needs here");
+    const bool characters = std::filesystem::exists(dir / xgrad_tokenizer_file, ec);  // or bytes
+    if (!characters && !std::filesystem::exists(dir / sentencepiece_file, ec))
+        throw io_error(dir.string() + ": has no tokenizer.model (a SentencePiece model) or " + xgrad_tokenizer_file +
+                       " (characters or bytes), which a Llama folder needs here");
     text::Tokenizer tokenizer = read_folder_tokenizer(dir);
     if (tokenizer.vocab_size() > config.vocab_size)
-        throw io_error((dir / sentencepiece_file).string() + ": " + std::to_string(tokenizer.vocab_size()) +
-                       " tokens, more than config.json's vocab_size " + std::to_string(config.vocab_size));
+        throw io_error((dir / (characters ? xgrad_tokenizer_file : sentencepiece_file)).string() + ": " +
+                       std::to_string(tokenizer.vocab_size()) + " tokens, more than config.json's vocab_size " +
+                       std::to_string(config.vocab_size));
     const auto weights = read_hf_llama_weights(dir, config);
     Generator gen(0);
     LlamaFolder<T> out{nn::Llama<T>(config, gen), std::move(tokenizer)};
