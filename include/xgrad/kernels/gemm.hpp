@@ -1,6 +1,7 @@
 // The GEMM entry point of the kernel layer: every matmul of xgrad goes through kernels::gemm,
 // which runs the back end chosen for this CPU and shape (gemm_choice.hpp: xgrad's own kernel,
-// OpenBLAS or oneDNN, measured once per shape class); callers never choose.
+// OpenBLAS or oneDNN, measured once per shape class), or a streaming kernel for one row of C against
+// B's rows (gemv.hpp); callers never choose.
 //   C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C, plus an optional bias (n) added to
 //   every row (Linear's, in the same pass as the product). Transposes are flags on the stored
 //   matrices, never materialized.
@@ -21,6 +22,7 @@
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/precision.hpp"
 #include "xgrad/kernels/gemm_choice.hpp"
+#include "xgrad/kernels/gemv.hpp"
 
 namespace xgrad::kernels {
 
@@ -118,6 +120,12 @@ void gemm(Op op_a, Op op_b, std::size_t m, std::size_t n, std::size_t k, T alpha
     if constexpr (std::is_same_v<T, float>)
         if (matmul_precision() == MatmulPrecision::bfloat16)
             return detail::gemm_bfloat16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    if (m == 1 && tb) {  // one row against B's rows: streamed, no back end to choose (gemv.hpp)
+        if (!ta || lda == 1) return detail::gemv_rows(n, k, alpha, a, b, ldb, beta, c, bias);
+        std::vector<T> row(k);  // op(A)'s one row, stored as a column
+        for (std::size_t p = 0; p < k; ++p) row[p] = a[p * lda];
+        return detail::gemv_rows(n, k, alpha, row.data(), b, ldb, beta, c, bias);
+    }
     std::vector<T> scratch;  // the first product of a shape class is timed into it, not into C
     const GemmBackend backend = GemmChoices::instance().choose<T>(gemm_class<T>(ta, tb, m, n, k), [&](GemmBackend candidate) {
         scratch.resize(m * n);
