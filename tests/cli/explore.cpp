@@ -92,6 +92,19 @@ TEST_CASE("explore: a MultiheadAttention folder against torch's weights and quer
             }
 }
 
+// A decoder's site: every head's query i keeps keys j <= i only, and its weights sum to 1.
+void check_causal_rows(const cli::ExploreSite& s, std::size_t heads, std::size_t T) {
+    for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t i = 0; i < T; ++i) {
+            double row = 0;
+            for (std::size_t j = 0; j < T; ++j) {
+                CHECK(bool(s.masked[(h * T + i) * T + j]) == (j > i));
+                row += s.weights[(h * T + i) * T + j];
+            }
+            CHECK(row == doctest::Approx(1).epsilon(1e-6));
+        }
+}
+
 TEST_CASE("explore: a GPT's gradients follow its losses, and ‖dX_h‖ equals the library's input gradient") {
     xgrad::testing::ScratchDir dir;
     const std::vector<std::int64_t> ids{3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
@@ -114,15 +127,7 @@ TEST_CASE("explore: a GPT's gradients follow its losses, and ‖dX_h‖ equals t
         CHECK(d.sites[1].name == "transformer.h.1");
         for (std::size_t k = 0; k < 2; ++k) {
             const auto& s = d.sites[k];
-            for (std::size_t h = 0; h < heads; ++h)
-                for (std::size_t i = 0; i < T; ++i) {
-                    double row = 0;
-                    for (std::size_t j = 0; j < T; ++j) {
-                        CHECK(bool(s.masked[(h * T + i) * T + j]) == (j > i));  // causal
-                        row += s.weights[(h * T + i) * T + j];
-                    }
-                    CHECK(row == doctest::Approx(1).epsilon(1e-6));
-                }
+            check_causal_rows(s, heads, T);
             // nanoGPT's loss is the mean over positions: the whole loss's dS is the positions' mean
             CHECK(sum_gap(d, k, 1.0 / double(T), [](const cli::ExploreSiteGrads& g) { return g.dscores; }) < 1e-7);
             for (std::size_t ch = 1; ch < d.choices.size(); ++ch) {  // position p reaches queries <= p only
@@ -177,15 +182,7 @@ TEST_CASE("explore: a grouped-query Llama: its saliency is the embeddings' gradi
     for (std::size_t k = 0; k < 2; ++k) {
         const auto& s = d.sites[k];
         REQUIRE(s.heads == H);
-        for (std::size_t h = 0; h < H; ++h)
-            for (std::size_t i = 0; i < T; ++i) {
-                double row = 0;
-                for (std::size_t j = 0; j < T; ++j) {
-                    CHECK(bool(s.masked[(h * T + i) * T + j]) == (j > i));  // causal
-                    row += s.weights[(h * T + i) * T + j];
-                }
-                CHECK(row == doctest::Approx(1).epsilon(1e-6));
-            }
+        check_causal_rows(s, H, T);
         CHECK(sum_gap(d, k, 1.0 / double(T), [](const cli::ExploreSiteGrads& g) { return g.dscores; }) < 1e-7);
         // query heads 0 and 1 read key/value head 0, heads 2 and 3 head 1
         const auto& g = d.choices[0].sites[k];
