@@ -224,7 +224,7 @@ ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& co
 }  // namespace
 
 ExploreData explore(const ExploreOptions& o) {
-    const auto gpt_only = [&] {  // the other models have no tokenizer to read a corrupted text
+    const auto decoders_only = [&] {  // the other models have no tokenizer to read a corrupted text
         if (!o.patch.corrupt.empty())
             throw value_error("--corrupt-text: " + o.source.string() + " is not a GPT's or a Llama's checkpoint or folder");
     };
@@ -232,14 +232,14 @@ ExploreData explore(const ExploreOptions& o) {
     if (o.gpt_folder || io::is_gpt_folder(o.source) || o.source.extension() == ".bin")
         return explore_decoder(gpt_task::load_model(o.source), o);
     if (std::filesystem::is_directory(o.source)) {
-        gpt_only();
+        decoders_only();
         if (is_transformer_folder(o.source)) return explore_transformer_folder(o);
         if (std::filesystem::exists(o.source / "idx.npy")) return explore_gpt_folder(o);
         return explore_attention_folder(o);
     }
     const auto config = io::read_checkpoint_config(o.source);
     if (config.count("n_layer")) return explore_decoder(gpt_task::load_model(o.source), o);
-    gpt_only();
+    decoders_only();
     if (config.count("d_model")) return explore_sort(o, config);
     return explore_copy(o, config);
 }
