@@ -306,6 +306,7 @@ void collect_decoder(ExploreData& data, const Model& model, const xt::xtensor<st
         const UseHooks use(hooks);
         const auto loss = nn::gpt_loss(model(idx), chosen);
         backward(loss);
+        if (embed_grad.size() == 0) throw value_error("explore: the model has no hook_embed point to read the saliency at");
         const ArrayView grad{{embed_grad.shape().begin(), embed_grad.shape().end()}, embed_grad.data(), std::is_same_v<T, double>};
         return Recorded{double(loss.value()()), {token_norms(grad, true, b)}};
     });

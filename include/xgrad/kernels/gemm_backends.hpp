@@ -108,9 +108,9 @@ void gemm_block(GemmBackend backend, bool ta, bool tb, std::size_t m, std::size_
 #endif
     const auto flag = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
     if constexpr (!bf16)
-        if (m == 1) {  // one row of C (a decoder's one position): a matrix-vector product reads op(B)
-                       // once where OpenBLAS's GEMM packs it first (a Llama's output layer: 2.1x as
-                       // fast). c (n) = alpha · op(B)ᵀ a + beta · c, op(B) (k, n) stored (n, k) when tb.
+        if (m == 1) {  // one row of C: a matrix-vector product reads op(B) once where OpenBLAS's GEMM
+                       // packs it first (kernels::gemm sends one row against B's rows to gemv.hpp
+                       // instead). c (n) = alpha · op(B)ᵀ a + beta · c, op(B) (k, n) stored (n, k) when tb.
             if (product_beta == T(0)) std::fill_n(c, n, T(0));  // no NaN of c's old memory survives
             const T gemv_beta = product_beta == T(0) ? T(1) : product_beta;
             const auto shape = tb ? CblasNoTrans : CblasTrans;
