@@ -82,7 +82,7 @@ void check_runs(const Run<T>& fused, const Run<T>& reference, double tolerance) 
 }
 
 // The masks of one kind. kpm_bool pads sequence 0 in front and at the end and one key inside
-// sequence 1, and the last sequence wholly; attn2_bool ignores every key of query 1.
+// sequence 1, and the last sequence wholly; attn2_bool ignores every key of query 1 (if any).
 template <Real T>
 nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
     constexpr T inf = std::numeric_limits<T>::infinity();
@@ -108,7 +108,8 @@ nn::MhaForwardOptions<T> make_masks(Masks kind, const Shape& s, unsigned seed) {
         case Masks::attn2_bool: {
             xt::xarray<bool> ignore = xt::zeros<bool>({s.L, s.S});
             for (auto& x : ignore) x = rng() % 100 < 35;
-            for (std::size_t j = 0; j < s.S; ++j) ignore(1, j) = true;
+            if (s.L > 1)
+                for (std::size_t j = 0; j < s.S; ++j) ignore(1, j) = true;
             fo.attn_mask = ignore_mask(ignore);
             break;
         }
@@ -190,6 +191,10 @@ TEST_CASE("attention paths: fused and two ops give the reference's output and ev
     check_paths_against_reference<double>({3, 5, 9, 8, 2}, 1e-12);
     check_paths_against_reference<double>({3, 19, 12, 12, 3}, 1e-12);
     check_paths_against_reference<double>({3, 33, 33, 16, 2}, 1e-12);
+    // one query (a decoding step: its scores one column of dot products, P·V one row), and heads
+    // of size 1 (every product with one column, accumulating into dV and dK)
+    check_paths_against_reference<double>({3, 1, 9, 24, 2}, 1e-12);
+    check_paths_against_reference<double>({2, 5, 7, 3, 3}, 1e-12);
 }
 
 TEST_CASE("attention paths: the reference's results in float32, lengths past one 16-lane vector") {

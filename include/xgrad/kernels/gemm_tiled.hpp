@@ -17,6 +17,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "xgrad/core/simd.hpp"
+#include "xgrad/kernels/gemv.hpp"
 
 namespace xgrad::kernels::tiled {
 
@@ -254,7 +255,10 @@ void panel(const Plan<T>& g, const T* x, std::size_t ldx, std::size_t j0, std::s
     if constexpr (NV > 1)
         if (cols <= (NV - 1) * lanes<T>) return panel<T, NV - 1>(g, x, ldx, j0, cols, first, last);
     constexpr std::size_t MR = tile_rows<NV>;
-    if (cols == NV * lanes<T>) tiles<T, MR, NV, true>(g, x, ldx, j0, cols, first, last);
+    if (last - first == 1) {  // one row (a single query's P·V): not MR rows computed for one
+        if (cols == NV * lanes<T>) tiles<T, 1, NV, true>(g, x, ldx, j0, cols, first, last);
+        else tiles<T, 1, NV, false>(g, x, ldx, j0, cols, first, last);
+    } else if (cols == NV * lanes<T>) tiles<T, MR, NV, true>(g, x, ldx, j0, cols, first, last);
     else tiles<T, MR, NV, false>(g, x, ldx, j0, cols, first, last);
 }
 
@@ -281,10 +285,21 @@ void product_by_panels(const Plan<T>& g, PanelOf x_of) {
 }
 
 // The same with X (g.k, g.cols) in place: row p at x + p·ldx, contiguous. For callers that lay
-// out both operands themselves (the fused attention); k ≥ 1.
+// out both operands themselves (the fused attention); k ≥ 1. One column of C' (a single query's
+// scores) is a dot product per row of R, against X's column gathered once, not a tile's lane of eight.
 template <class T>
 void product(const Plan<T>& g, const T* x, std::size_t ldx) {
-    product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols<T>, ldx}; });
+    if (g.cols > 1 || g.r_step != 1)
+        return product_by_panels(g, [&](std::size_t q) { return std::pair{x + q * panel_cols<T>, ldx}; });
+    thread_local std::vector<T> column;
+    column.resize(g.k);
+    for (std::size_t p = 0; p < g.k; ++p) column[p] = x[p * ldx];
+    for (std::size_t i = 0; i < g.rows; ++i) {
+        T* out = g.c + i * g.ldc;
+        T v = g.alpha * kernels::detail::dot_streaming(column.data(), g.r + i * g.r_row, g.k);
+        if (g.beta != T(0)) v += g.beta * *out;
+        *out = g.bias ? v + g.bias[0] : v;
+    }
 }
 
 // C (m,n) = alpha · op(A) op(B) + beta · C (+ bias (n) on every row when not null) with k ≥ 1;
