@@ -2,7 +2,7 @@
 // (src/workloads/gpt.hpp) timed on each GEMM back end of this build (kernels/gemm_backends.hpp:
 // xgrad's kernel, OpenBLAS, oneDNN) as kernels::gemm runs them (oneDNN in panels of 128 rows or
 // columns), alternately in one process, one thread:
-//   gemm_compare [--dtype float32|float64|bfloat16] [--configs "tiny small detr base gpt gpt2"] [--reps R]
+//   gemm_compare [--dtype float32|float64|bfloat16] [--configs "tiny small detr base gpt gpt2 llama"] [--reps R]
 // (bfloat16: operands rounded once beforehand, then multiplied as kernels::gemm_rounded does)
 // Prints a markdown table: median µs of each back end, each one's time over the fastest, the back
 // end kernels::gemm runs for that shape on this CPU (its choice for the shape class, kernels/
@@ -30,6 +30,7 @@ struct Shape {
     const char* where;
     std::size_t m, n, k;
     bool a_trans, b_trans;
+    std::size_t per_step = 0;  // how many times a training step runs it (0: not counted)
 };
 
 // (B, L, E, H) as in bench/compare.sh
@@ -64,6 +65,28 @@ std::vector<Shape> gpt_shapes_of(std::array<std::size_t, 5> c) {
     }
     for (const Shape& s : shapes_of({B, T, C, H}))
         if (std::strchr(s.where, '=') || std::strstr(s.where, "Q·K") || std::strstr(s.where, "P·V")) out.push_back(s);
+    return out;
+}
+
+// llama2.c's stories15M trained as bench/llama_compare.sh trains it: B 4, T 256, dim 288, 6 layers
+// of 6 heads (head size 48), SwiGLU hidden 768, vocabulary 32000. Each Linear's forward, dX and dW
+// once per layer (the output layer once), the attention's six products once per (batch, head) and
+// layer: the sum of their fastest times is the least a step's products take on one core.
+std::vector<Shape> llama_shapes() {
+    constexpr std::size_t B = 4, T = 256, C = 288, H = 6, hidden = 768, V = 32000, layers = 6;
+    constexpr std::size_t rows = B * T, heads = B * H * layers;
+    std::vector<Shape> out;
+    const std::array<std::tuple<const char*, std::size_t, std::size_t, std::size_t>, 4> linears{
+        {{"wq wk wv wo", C, C, 4 * layers}, {"w1 w3", C, hidden, 2 * layers}, {"w2", hidden, C, layers},
+         {"output", C, V, 1}}};
+    for (const auto& [name, in, out_features, count] : linears) {
+        out.push_back({name, rows, out_features, in, false, true, count});
+        out.push_back({"  dX", rows, in, out_features, false, false, count});
+        out.push_back({"  dW", out_features, in, rows, true, false, count});
+    }
+    for (Shape s : shapes_of({B, T, C, H}))
+        if (std::strchr(s.where, '=') || std::strstr(s.where, "Q·K") || std::strstr(s.where, "P·V"))
+            s.per_step = heads, out.push_back(s);
     return out;
 }
 
@@ -114,11 +137,14 @@ void run(const std::vector<std::string>& names, int reps) {
     for (std::size_t i = 0; i < backends.size() + 3; ++i) std::printf("---|");
     std::printf("\n");
     int products = 0, near_fastest = 0;
+    std::string step_lines;
     double worst = 0;
     std::string worst_shape;
     for (const auto& name : names) {
-        const std::vector<Shape> shapes =
-            configs.count(name) ? shapes_of(configs.at(name)) : gpt_shapes_of(gpt_configs.at(name));
+        const std::vector<Shape> shapes = name == "llama"         ? llama_shapes()
+                                          : configs.count(name) ? shapes_of(configs.at(name))
+                                                                : gpt_shapes_of(gpt_configs.at(name));
+        double step_fastest = 0, step_chosen = 0;
         for (const Shape& s : shapes) {
             std::vector<T> a(s.m * s.k), b(s.k * s.n);
             std::vector<std::vector<T>> c(backends.size(), std::vector<T>(s.m * s.n));
@@ -166,11 +192,19 @@ void run(const std::vector<std::string>& names, int reps) {
             for (double m : medians) std::printf(" %.2f (%.2f) |", m, m / fastest);
             std::printf(" %.1f | %s (%.2f) | %.1e |\n", flops / fastest * 1e-3, xgrad::kernels::backend_name(chosen),
                         chosen_ratio, scale > 0 ? diff / scale : 0.0);
+            step_fastest += double(s.per_step) * fastest * 1e-3, step_chosen += double(s.per_step) * fastest * chosen_ratio * 1e-3;
+        }
+        if (step_fastest > 0) {
+            char line[200];
+            std::snprintf(line, sizeof line, "%s: a training step's products take %.0f ms on the fastest back end of each,"
+                          " %.0f ms on kernels::gemm's choices\n", name.c_str(), step_fastest, step_chosen);
+            step_lines += line;
         }
     }
     std::printf("\nkernels::gemm's choice runs %d of %d products at 0.95 or more of the fastest back end's rate;"
                 " the slowest at %.2f of the fastest's time: %s\n",
                 near_fastest, products, worst, worst_shape.c_str());
+    std::printf("%s", step_lines.c_str());
 }
 
 }  // namespace
@@ -191,7 +225,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     std::istringstream words(list);
     for (std::string w; words >> w;) {
-        if (!configs.count(w) && !gpt_configs.count(w)) {
+        if (w != "llama" && !configs.count(w) && !gpt_configs.count(w)) {
             std::fprintf(stderr, "gemm_compare: unknown configuration %s\n", w.c_str());
             return 2;
         }
