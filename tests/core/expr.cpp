@@ -109,6 +109,39 @@ TEST_CASE("float expressions compute in float") {
     CHECK(y.value()(1) == 4.0f);
 }
 
+// silu(x)·z + exp(−x/10) + tanh(x)·sigmoid(z) and its gradients against long-double formulas.
+template <Real T>
+void check_vector_loop(double tolerance) {
+    using detail::by_vectors;
+    Generator gen(3);
+    xt::xtensor<T, 2> xv({3, 37}), zv({3, 37});  // rows of whole vectors and a partial last one
+    for (auto& v : xv) v = T(gen.normal() * 4);
+    for (auto& v : zv) v = T(gen.normal());
+    xv(0, 0) = T(100), xv(0, 1) = T(-100), xv(0, 2) = T(0);  // both tails of the sigmoid, and 0
+    auto x = parameter(xv), z = parameter(zv);
+    const auto e = silu(x) * z + exp(-x * T(0.1)) + tanh(x) * sigmoid(z);
+    static_assert(by_vectors<std::remove_cvref_t<decltype(e)>>);
+    static_assert(!by_vectors<decltype(relu(x) * z + exp(x))>);  // relu keeps the element loop
+    static_assert(!by_vectors<decltype(x * z + x)>);               // nothing asks for vectors
+    Var<T, 2> y = e;
+    backward(sum(y));
+    double worst = 0;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+        const long double a = xv.data()[i], b = zv.data()[i], s = 1 / (1 + std::exp(-a)), sb = 1 / (1 + std::exp(-b));
+        const long double t = std::tanh(a), value = a * s * b + std::exp(-a / 10) + t * sb;
+        const long double dx = s * (1 + a * (1 - s)) * b - std::exp(-a / 10) / 10 + (1 - t * t) * sb;
+        const long double dz = a * s + t * sb * (1 - sb);
+        for (auto [got, want] : {std::pair{y.value().data()[i], value}, {x.grad().data()[i], dx}, {z.grad().data()[i], dz}})
+            worst = std::max(worst, double(std::fabs(got - want) / (1 + std::fabs(want))));
+    }
+    CHECK(worst < tolerance);
+}
+
+TEST_CASE("expressions with libm's functions run a vector at a time, with libm's values") {
+    check_vector_loop<float>(2e-6);
+    check_vector_loop<double>(4e-15);
+}
+
 TEST_CASE("incompatible broadcast shapes throw, naming the op and both shapes") {
     auto a = constant(T2(std::array<std::size_t, 2>{2, 3}));
     auto b = constant(T1(std::array<std::size_t, 1>{4}));

@@ -16,6 +16,7 @@
 #include <boost/hana.hpp>
 #include "xgrad/core/broadcast.hpp"
 #include "xgrad/core/expr_loop.hpp"
+#include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
@@ -65,12 +66,30 @@ struct Ref {
     const C* of;
 };
 
+// Whether Op has the partial derivative toward operand I for operands of types X (scalars, or
+// SIMD batches when the op is written for them).
+template <class Op, std::size_t I, class... X>
+concept has_partial = (sizeof...(X) == 1 && requires(const Op& op, X... x) { op.d(x...); }) ||
+                      (sizeof...(X) > 1 && I == 0 && requires(const Op& op, X... x) { op.da(x...); }) ||
+                      (sizeof...(X) > 1 && I == 1 && requires(const Op& op, X... x) { op.db(x...); }) ||
+                      (sizeof...(X) > 1 && I == 2 && requires(const Op& op, X... x) { op.dc(x...); });
+
+// An op asks for the loop a vector at a time (`vectorize`) when its formula calls libm or branches,
+// which keeps g++ from vectorizing the element loop itself.
+template <class Op>
+constexpr bool op_vectorizes() {
+    if constexpr (requires { Op::vectorize; }) return Op::vectorize;
+    else return false;
+}
+
 // g * d(op)/d(child I), evaluated at the children's values (ops of one, two or three operands):
 // the op of the expression that carries a gradient back to child I.
 template <class Op, std::size_t I>
 struct Chain {
     Op op;
-    template <std::floating_point G, std::floating_point... X>
+    static constexpr bool vectorize = op_vectorizes<Op>();
+    template <class G, class... X>
+        requires has_partial<Op, I, X...>
     G f(G g, X... x) const {
         if constexpr (sizeof...(X) == 1)
             return g * op.d(x...);
@@ -152,8 +171,50 @@ auto value_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
     }(std::index_sequence_for<Cs...>{});
 }
 
+// ---- a vector at a time: every op of the tree takes SIMD batches, and one asks for it ----
+template <class E, class V>
+struct takes_batches : std::true_type {};  // a leaf
+template <class C, class V>
+struct takes_batches<Ref<C>, V> : takes_batches<C, V> {};
+template <class V, class C>
+using batch_for = V;
+template <class Op, class... Cs, class V>
+struct takes_batches<Expr<Op, Cs...>, V>
+    : std::bool_constant<(takes_batches<Cs, V>::value && ...) &&
+                         requires(const Op& op, batch_for<V, Cs>... v) { op.f(v...); }> {};
+template <class E>
+struct asks_vectors : std::false_type {};
+template <class C>
+struct asks_vectors<Ref<C>> : asks_vectors<C> {};
+template <class Op, class... Cs>
+struct asks_vectors<Expr<Op, Cs...>> : std::bool_constant<op_vectorizes<Op>() || (asks_vectors<Cs>::value || ...)> {};
+template <class E>
+inline constexpr bool by_vectors =
+    asks_vectors<E>::value && takes_batches<E, simd::Vec<typename E::value_type>>::value;
+
+// The expression's value at elements [j, j + lanes) of a contiguous row.
+template <std::size_t First, class E, class Cursor>
+auto vector_at(const E&, const Cursor& c, std::size_t j) {  // a Var or Values
+    return simd::Vec<typename E::value_type>::load_unaligned(c.at[First] + j);
+}
+template <std::size_t First, Real T, class Cursor>
+simd::Vec<T> vector_at(const Const<T>& e, const Cursor&, std::size_t) {
+    return simd::Vec<T>(e.v);
+}
+template <std::size_t First, class C, class Cursor>
+auto vector_at(const Ref<C>& r, const Cursor& c, std::size_t j) {
+    return vector_at<First>(*r.of, c, j);
+}
+template <std::size_t First, class Op, class... Cs, class Cursor>
+auto vector_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return e.op.f(vector_at<First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), c, j)...);
+    }(std::index_sequence_for<Cs...>{});
+}
+
 // dst (of dst_shape, broadcast to `shape`) = e (Accumulate: +=, summed over the broadcast axes),
-// e evaluated over `shape`.
+// e evaluated over `shape`; contiguous rows a vector at a time when by_vectors<E>, the rest (and
+// a row's last partial vector) an element at a time.
 template <bool Accumulate, class E, std::size_t R>
 void evaluate(const E& e, typename E::value_type* dst, OperandShape dst_shape, const std::array<std::size_t, R>& shape) {
     using T = typename E::value_type;
@@ -175,7 +236,16 @@ void evaluate(const E& e, typename E::value_type* dst, OperandShape dst_shape, c
         for (std::size_t k = 0; k < K; ++k) row.at[k] = data[k] + offset[k + 1];
         T* out = dst + offset[0];
         if (contiguous) {
-            for (std::size_t j = 0; j < n; ++j) {
+            std::size_t j = 0;
+            if constexpr (by_vectors<E>) {
+                using V = simd::Vec<T>;
+                for (; j + V::size <= n; j += V::size) {
+                    V v = vector_at<0>(e, row, j);
+                    if constexpr (Accumulate) v = V::load_unaligned(out + j) + v;
+                    v.store_unaligned(out + j);
+                }
+            }
+            for (; j < n; ++j) {
                 if constexpr (Accumulate) out[j] += value_at<true, 0>(e, row, j);
                 else out[j] = value_at<true, 0>(e, row, j);
             }

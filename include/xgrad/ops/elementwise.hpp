@@ -31,11 +31,14 @@ template <class X>
 concept SimdBatch = !std::floating_point<X> && requires { typename X::value_type; X::size; };
 
 // f and d on a float or double (ARG: std::floating_point); the ops declared with
-// XGRAD_VECTOR_UNARY_OP take a SIMD batch too (their F and D are written for both:
-// ops/elementwise_math.hpp), which linear's GELU runs a vector at a time.
-#define XGRAD_UNARY_OP_OF(ARG, NAME, F, D)                           \
+// XGRAD_BATCH_UNARY_OP or XGRAD_VECTOR_UNARY_OP take a SIMD batch too (their F and D are written
+// for both: ops/elementwise_math.hpp). An expression whose ops all take batches runs a vector at
+// a time when one of them is a VECTOR op (VECTORIZE: a libm call or a branch, which g++ does not
+// vectorize itself; core/expr.hpp); linear's GELU runs them so too.
+#define XGRAD_UNARY_OP_OF(ARG, VECTORIZE, NAME, F, D)                \
     struct NAME##_op {                                               \
         static constexpr const char* name = #NAME;                   \
+        static constexpr bool vectorize = VECTORIZE;                 \
         template <class X>                                           \
             requires(ARG<X>)                                         \
         X f(X x) const {                                             \
@@ -53,21 +56,22 @@ concept SimdBatch = !std::floating_point<X> && requires { typename X::value_type
     }
 template <class X>
 concept ScalarOrBatch = std::floating_point<X> || SimdBatch<X>;
-#define XGRAD_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(std::floating_point, NAME, F, D)
-#define XGRAD_VECTOR_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(ScalarOrBatch, NAME, F, D)
+#define XGRAD_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(std::floating_point, false, NAME, F, D)
+#define XGRAD_BATCH_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(ScalarOrBatch, false, NAME, F, D)
+#define XGRAD_VECTOR_UNARY_OP(NAME, F, D) XGRAD_UNARY_OP_OF(ScalarOrBatch, true, NAME, F, D)
 
 #define XGRAD_BINARY_OP(NAME, SYMBOL, F, DA, DB)                                 \
     struct NAME##_op {                                                           \
         static constexpr const char* name = #NAME;                               \
-        template <std::floating_point X>                                         \
+        template <ScalarOrBatch X>                                               \
         X f([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                  \
             return F;                                                            \
         }                                                                        \
-        template <std::floating_point X>                                         \
+        template <ScalarOrBatch X>                                               \
         X da([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                 \
             return DA;                                                           \
         }                                                                        \
-        template <std::floating_point X>                                         \
+        template <ScalarOrBatch X>                                               \
         X db([[maybe_unused]] X a, [[maybe_unused]] X b) const {                                                 \
             return DB;                                                           \
         }                                                                        \
@@ -89,24 +93,26 @@ concept ScalarOrBatch = std::floating_point<X> || SimdBatch<X>;
     }
 
 //              name     symbol  f(a, b)   df/da     df/db
-XGRAD_BINARY_OP(add,     +,      a + b,    X(1),     X(1))
-XGRAD_BINARY_OP(sub,     -,      a - b,    X(1),     X(-1))
-XGRAD_BINARY_OP(mul,     *,      a * b,    b,        a)
-XGRAD_BINARY_OP(div,     /,      a / b,    1 / b,    -(a / b) / b)
+// (lit<X>(v): the constant v as a float, a double or a batch of them)
+XGRAD_BINARY_OP(add,     +,      a + b,    detail::lit<X>(1),   detail::lit<X>(1))
+XGRAD_BINARY_OP(sub,     -,      a - b,    detail::lit<X>(1),   detail::lit<X>(-1))
+XGRAD_BINARY_OP(mul,     *,      a * b,    b,                   a)
+XGRAD_BINARY_OP(div,     /,      a / b,    detail::lit<X>(1) / b, -(a / b) / b)
 
-//             name     f(x)                              df/dx
-XGRAD_UNARY_OP(neg,     -x,                               X(-1))
-XGRAD_UNARY_OP(exp,     std::exp(x),                      std::exp(x))
-XGRAD_UNARY_OP(log,     std::log(x),                      1 / x)
-XGRAD_UNARY_OP(sqrt,    std::sqrt(x),                     X(0.5) / std::sqrt(x))
-XGRAD_UNARY_OP(rsqrt,   1 / std::sqrt(x),                 X(-0.5) / (x * std::sqrt(x)))
-XGRAD_UNARY_OP(tanh,    std::tanh(x),                     1 - std::tanh(x) * std::tanh(x))
-XGRAD_UNARY_OP(sigmoid, detail::sigmoid(x),               detail::sigmoid(x) * (1 - detail::sigmoid(x)))
+//                    name     f(x)                               df/dx
+XGRAD_BATCH_UNARY_OP( neg,     -x,                                detail::lit<X>(-1))
+XGRAD_VECTOR_UNARY_OP(exp,     detail::exp_of(x),                 detail::exp_of(x))
+XGRAD_VECTOR_UNARY_OP(log,     detail::log_of(x),                 detail::lit<X>(1) / x)
+XGRAD_VECTOR_UNARY_OP(sqrt,    detail::sqrt_of(x),                detail::lit<X>(0.5) / detail::sqrt_of(x))
+XGRAD_VECTOR_UNARY_OP(rsqrt,   detail::lit<X>(1) / detail::sqrt_of(x), detail::lit<X>(-0.5) / (x * detail::sqrt_of(x)))
+XGRAD_VECTOR_UNARY_OP(tanh,    detail::tanh_of(x),                detail::lit<X>(1) - detail::tanh_of(x) * detail::tanh_of(x))
+XGRAD_VECTOR_UNARY_OP(sigmoid, detail::sigmoid(x),                detail::sigmoid(x) * (detail::lit<X>(1) - detail::sigmoid(x)))
 // SiLU (swish, Llama's MLP): x σ(x); d = σ + x σ (1 − σ).
-XGRAD_UNARY_OP(silu,    x * detail::sigmoid(x),           detail::sigmoid(x) * (1 + x * (1 - detail::sigmoid(x))))
-XGRAD_UNARY_OP(relu,    x < 0 ? X(0) : x,                 x > 0 ? X(1) : X(0))  // NaN stays NaN, as torch
-XGRAD_UNARY_OP(abs,     std::abs(x),                      x > 0 ? X(1) : (x < 0 ? X(-1) : X(0)))
-XGRAD_UNARY_OP(square,  x * x,                            2 * x)
+XGRAD_VECTOR_UNARY_OP(silu,    x * detail::sigmoid(x),
+                      detail::sigmoid(x) * (detail::lit<X>(1) + x * (detail::lit<X>(1) - detail::sigmoid(x))))
+XGRAD_UNARY_OP(       relu,    x < 0 ? X(0) : x,                  x > 0 ? X(1) : X(0))  // NaN stays NaN, as torch
+XGRAD_UNARY_OP(       abs,     std::abs(x),                       x > 0 ? X(1) : (x < 0 ? X(-1) : X(0)))
+XGRAD_BATCH_UNARY_OP( square,  x * x,                             detail::lit<X>(2) * x)
 // GELU, exact form (PyTorch approximate='none'): x Φ(x); Φ' = standard normal density.
 XGRAD_VECTOR_UNARY_OP(gelu, x * detail::normal_cdf(x),    detail::normal_cdf(x) + x * detail::normal_pdf(x))
 // GELU, tanh form (PyTorch approximate='tanh').

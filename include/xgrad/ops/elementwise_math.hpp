@@ -1,6 +1,6 @@
-// Helpers used by the elementwise op table. normal_cdf, normal_pdf and the tanh GELU are generic:
-// on a float or double, and on an xsimd batch (erf, exp and tanh found by argument-dependent
-// lookup), so linear's GELU runs them a vector at a time from the same formulas.
+// Helpers used by the elementwise op table, generic: on a float or double, and on an xsimd batch
+// (erf, exp, tanh… found by argument-dependent lookup), so an expression's loop and linear's GELU
+// run them a vector at a time from the same formulas.
 #pragma once
 #include <cmath>
 #include <numbers>
@@ -15,11 +15,31 @@ X lit(double v) {
     else return X(typename X::value_type(v));
 }
 
+// exp_of, log_of, sqrt_of, tanh_of: std:: on a float or a double, xsimd:: on a batch (found by
+// argument-dependent lookup)
+#define XGRAD_DETAIL_MATH_OF(F) \
+    template <class X>          \
+    X F##_of(X x) {             \
+        using std::F;           \
+        return F(x);            \
+    }
+XGRAD_DETAIL_MATH_OF(exp)
+XGRAD_DETAIL_MATH_OF(log)
+XGRAD_DETAIL_MATH_OF(sqrt)
+XGRAD_DETAIL_MATH_OF(tanh)
+#undef XGRAD_DETAIL_MATH_OF
+
+// 1 / (1 + e^-x), stable on both tails: e^x / (1 + e^x) below 0. A batch takes each lane's form.
 template <class X>
-X sigmoid(X x) {  // stable on both tails
-    if (x >= 0) return 1 / (1 + std::exp(-x));
-    const X e = std::exp(x);
-    return e / (1 + e);
+X sigmoid(X x) {
+    if constexpr (std::is_floating_point_v<X>) {
+        if (x >= 0) return 1 / (1 + std::exp(-x));
+        const X e = std::exp(x);
+        return e / (1 + e);
+    } else {
+        const X one = lit<X>(1), e = exp_of(-abs(x)), d = one + e;
+        return select(x >= lit<X>(0), one / d, e / d);
+    }
 }
 template <class X>
 X normal_cdf(X x) {
