@@ -47,8 +47,7 @@ using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>
 }  // namespace
 
 struct BpeModel::Impl {
-    std::vector<std::string> token_bytes;  // by id; an id no token has is empty and absent
-    std::vector<bool> present;
+    std::vector<std::string> token_bytes;  // by id: a vocabulary of N tokens numbers them 0..N-1
     StringMap<std::int32_t> id_by_token;   // as the vocabulary writes them ("Ġthe")
     std::array<std::int32_t, 256> byte_id{};
     struct Merge {
@@ -129,13 +128,17 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
     const auto characters = byte_characters();
     std::unordered_map<char32_t, unsigned char> byte_of;
     for (unsigned b = 0; b < 256; ++b) byte_of[characters[b]] = static_cast<unsigned char>(b);
+    // N tokens take the ids 0..N-1, each once (so an id cannot ask for a table larger than the file)
+    const std::size_t n_tokens = vocab.size();
+    impl->token_bytes.resize(n_tokens);
+    std::vector<bool> taken(n_tokens);
     for (const auto& [token, id_json] : vocab.items()) {
         const std::string where = vocab_name + ": token '" + token + "'";
-        if (!id_json.is_number_unsigned() || id_json.get<std::uint64_t>() > std::uint64_t(INT32_MAX))
-            throw io_error(where + ": its id " + id_json.dump() + " is not an integer in [0, 2^31)");
+        if (!id_json.is_number_unsigned() || id_json.get<std::uint64_t>() >= n_tokens)
+            throw io_error(where + ": its id " + id_json.dump() + " is not an integer in [0, " + std::to_string(n_tokens) +
+                           "): a vocabulary of " + std::to_string(n_tokens) + " tokens numbers them from 0");
         const auto id = std::size_t(id_json.get<std::uint64_t>());
-        if (id >= impl->token_bytes.size()) impl->token_bytes.resize(id + 1), impl->present.resize(id + 1);
-        if (impl->present[id]) {
+        if (taken[id]) {
             const auto other = std::find_if(impl->id_by_token.begin(), impl->id_by_token.end(),
                                             [&](const auto& e) { return e.second == std::int32_t(id); });
             throw io_error(vocab_name + ": tokens '" + other->first + "' and '" + token + "' have one id, " + std::to_string(id));
@@ -152,7 +155,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
             at += c.length;
         }
         impl->token_bytes[id] = std::move(bytes);
-        impl->present[id] = true;
+        taken[id] = true;
         impl->id_by_token.emplace(token, std::int32_t(id));
     }
     for (unsigned b = 0; b < 256; ++b) {
@@ -245,7 +248,7 @@ void BpeModel::encode(std::string_view text, Special special, std::vector<std::i
 }
 
 void BpeModel::append(std::string& out, std::int64_t id) const {
-    if (id < 0 || std::size_t(id) >= impl_->token_bytes.size() || !impl_->present[std::size_t(id)])
+    if (id < 0 || std::size_t(id) >= impl_->token_bytes.size())
         throw value_error("Tokenizer: id " + std::to_string(id) + " is not in the BPE vocabulary of " +
                           std::to_string(impl_->token_bytes.size()));
     out += impl_->token_bytes[std::size_t(id)];

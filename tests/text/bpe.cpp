@@ -181,7 +181,9 @@ TEST_CASE("BPE: broken vocabulary and merges files, each named with the token or
     };
     fails("{\"a\": 1,", good_merges, v, ": the vocabulary is not valid JSON");
     fails("[1, 2]", good_merges, v, ": is not a JSON object of tokens and ids");
-    fails(vocab + "\"ab\": -3}", good_merges, v, ": token 'ab': its id -3 is not an integer in [0, 2^31)");
+    fails(vocab + "\"ab\": -3}", good_merges, v, ": token 'ab': its id -3 is not an integer in [0, 257)");
+    fails(vocab + "\"ab\": 257}", good_merges, v, ": token 'ab': its id 257 is not an integer in [0, 257): a vocabulary of 257 tokens numbers them from 0");
+    fails(vocab + "\"ab\": 2000000000}", good_merges, v, ": token 'ab': its id 2000000000 is not an integer in [0, 257)");
     fails(vocab + "\"ab\": \"256\"}", good_merges, v, ": token 'ab': its id \"256\" is not an integer");
     fails(vocab + "\"ab\": 7}", good_merges, v, ": tokens 'ab' and 'ć' have one id, 7");
     fails(vocab + "\"ab\": 256, \"ab\": 257}", good_merges, v, ": the vocabulary names 'ab' twice");
