@@ -203,6 +203,7 @@ def main():
     write("bpe", "bad_merge.bin", bpe(vocab, "#version: 0.2\nb c\n"))
     write("bpe", "bad_line.bin", bpe(vocab, "a b c\n"))
     write("bpe", "same_id.bin", bpe(dict(vocab, ab=7), merges))
+    write("bpe", "large_id.bin", bpe(dict(vocab, ab=2000000000), merges))  # once an out-of-memory
 
 
 if __name__ == "__main__":
