@@ -87,18 +87,25 @@ template <class T>
     return xsimd::hadd(v);
 }
 
-// The natural log of each lane: xsimd's. On AVX-512BW it runs as AVX-512DQ, which AVX-512BW
-// inherits everything this uses from (the same code, the same results): xsimd 8.1's AVX-512BW
-// select on 64-bit integer lanes, which its log of doubles takes, does not compile at -O0 under
-// g++ 12 (it casts the batch to __v64qi inside an intrinsic that is a macro when not optimizing).
-template <class T>
-[[gnu::always_inline]] inline Vec<T> log(Vec<T> v) {
+// f(v) for one of xsimd's math functions (log, exp, tanh, erf, ...) on a batch v. On AVX-512BW it
+// runs as AVX-512DQ, which AVX-512BW inherits everything these use from (the same code, the same
+// results): xsimd 8.1's AVX-512BW select on integer lanes, which several of them take, does not
+// compile at -O0 under g++ 12 (it casts the batch to __v64qi inside an intrinsic that is a macro
+// when not optimizing).
+template <class B, class F>
+[[gnu::always_inline]] inline B apply_math(F f, B v) {
 #if defined(__AVX512BW__)
-    if constexpr (std::is_same_v<typename Vec<T>::arch_type, xsimd::avx512bw>)
-        return Vec<T>(xsimd::log(xsimd::batch<T, xsimd::avx512dq>(v.data)).data);
+    if constexpr (std::is_same_v<typename B::arch_type, xsimd::avx512bw>)
+        return B(f(xsimd::batch<typename B::value_type, xsimd::avx512dq>(v.data)).data);
     else
 #endif
-        return xsimd::log(v);
+        return f(v);
+}
+
+// The natural log of each lane.
+template <class T>
+[[gnu::always_inline]] inline Vec<T> log(Vec<T> v) {
+    return apply_math([](auto b) { return xsimd::log(b); }, v);
 }
 
 }  // namespace xgrad::simd

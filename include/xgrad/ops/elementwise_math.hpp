@@ -6,6 +6,8 @@
 #include <numbers>
 #include <type_traits>
 
+#include "xgrad/core/simd.hpp"
+
 namespace xgrad::detail {
 
 // The constant v as X: a float, a double, or a batch of them.
@@ -15,18 +17,20 @@ X lit(double v) {
     else return X(typename X::value_type(v));
 }
 
-// exp_of, log_of, sqrt_of, tanh_of: std:: on a float or a double, xsimd:: on a batch (found by
-// argument-dependent lookup)
-#define XGRAD_DETAIL_MATH_OF(F) \
-    template <class X>          \
-    X F##_of(X x) {             \
-        using std::F;           \
-        return F(x);            \
+// exp_of, log_of, sqrt_of, tanh_of, erf_of: std:: on a float or a double, xsimd:: on a batch (found
+// by argument-dependent lookup, through simd::apply_math)
+#define XGRAD_DETAIL_MATH_OF(F)                                  \
+    template <class X>                                           \
+    X F##_of(X x) {                                              \
+        using std::F;                                            \
+        if constexpr (std::is_floating_point_v<X>) return F(x);  \
+        else return simd::apply_math([](auto b) { return F(b); }, x); \
     }
 XGRAD_DETAIL_MATH_OF(exp)
 XGRAD_DETAIL_MATH_OF(log)
 XGRAD_DETAIL_MATH_OF(sqrt)
 XGRAD_DETAIL_MATH_OF(tanh)
+XGRAD_DETAIL_MATH_OF(erf)
 #undef XGRAD_DETAIL_MATH_OF
 
 // 1 / (1 + e^-x), stable on both tails: e^x / (1 + e^x) below 0. A batch takes each lane's form.
@@ -43,26 +47,22 @@ X sigmoid(X x) {
 }
 template <class X>
 X normal_cdf(X x) {
-    using std::erf;
-    return lit<X>(0.5) * (lit<X>(1) + erf(x * lit<X>(std::numbers::sqrt2 / 2)));
+    return lit<X>(0.5) * (lit<X>(1) + erf_of(x * lit<X>(std::numbers::sqrt2 / 2)));
 }
 template <class X>
 X normal_pdf(X x) {
-    using std::exp;
-    return exp(lit<X>(-0.5) * x * x) * lit<X>(1 / std::sqrt(2 * std::numbers::pi));
+    return exp_of(lit<X>(-0.5) * x * x) * lit<X>(1 / std::sqrt(2 * std::numbers::pi));
 }
 // 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
 template <class X>
 X gelu_tanh_f(X x) {
-    using std::tanh;
     const X k = lit<X>(std::sqrt(2 / std::numbers::pi));
-    return lit<X>(0.5) * x * (lit<X>(1) + tanh(k * (x + lit<X>(0.044715) * x * x * x)));
+    return lit<X>(0.5) * x * (lit<X>(1) + tanh_of(k * (x + lit<X>(0.044715) * x * x * x)));
 }
 template <class X>
 X gelu_tanh_d(X x) {
-    using std::tanh;
     const X k = lit<X>(std::sqrt(2 / std::numbers::pi)), one = lit<X>(1), half = lit<X>(0.5);
-    const X t = tanh(k * (x + lit<X>(0.044715) * x * x * x));
+    const X t = tanh_of(k * (x + lit<X>(0.044715) * x * x * x));
     return half * (one + t) + half * x * (one - t * t) * k * (one + lit<X>(3 * 0.044715) * x * x);
 }
 
