@@ -128,9 +128,10 @@ inline SavedModel saved_model(const io::CheckpointConfig& c, const std::string& 
 inline text::Tokenizer tokenizer_of(const std::string& model) {
     if (std::filesystem::is_directory(model)) return io::read_folder_tokenizer(model);
     if (model.ends_with(".model")) return text::Tokenizer::sentencepiece(model);
-    if (model.ends_with(".bin"))
-        throw value_error(model + ": an llm.c or llama2.c model file holds no tokenizer; give a folder with GPT-2's "
-                                  "vocab.json and merges.txt, or a SentencePiece tokenizer.model");
+    if (model.ends_with(".bin"))  // run.c's tokenizer.bin is written (export --to llama2c), never read
+        throw value_error(model + ": xgrad writes llama2.c's tokenizer.bin but does not read it (and an llm.c or "
+                                  "llama2.c model .bin holds no tokenizer): give the SentencePiece tokenizer.model "
+                                  "instead, or a folder with GPT-2's vocab.json and merges.txt");
     const auto config = io::read_checkpoint_config(model);
     if (config.empty()) throw value_error(model + ": not a checkpoint of `xgrad train` (it has no config), nor a folder");
     const char* command = "xgrad train";

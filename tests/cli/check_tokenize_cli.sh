@@ -1,18 +1,21 @@
 #!/bin/sh
-# `xgrad tokenize`: a `train gpt` checkpoint's character tokenizer and a folder of BPE files (a small
-# vocabulary in GPT-2's layout, both file names) encode standard input and decode ids back; bad
-# input is one line and exit status 2.   check_tokenize_cli.sh XGRAD
+# `xgrad tokenize`: a `train gpt` checkpoint's character tokenizer, a folder of BPE files (a small
+# vocabulary in GPT-2's layout, both file names) and llama2.c's SentencePiece model of
+# FIXTURES/sentencepiece (its ids from the sentencepiece library: make_sentencepiece.py) encode
+# standard input and decode ids back; bad input is one line, exit status 2 and nothing on stdout.
+#   check_tokenize_cli.sh XGRAD FIXTURES
 set -eu
-xgrad=$1
+xgrad=$1 fixtures=$2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-expect_error() {  # expect_error WHAT INPUT ARGS...: exit status 2 and one line containing WHAT
+expect_error() {  # expect_error WHAT INPUT ARGS...: exit status 2, one line containing WHAT, no stdout
   what=$1 input=$2; shift 2
   status=0
-  printf '%s' "$input" | "$xgrad" tokenize "$@" > /dev/null 2> "$dir/err" || status=$?
+  printf '%s' "$input" | "$xgrad" tokenize "$@" > "$dir/out" 2> "$dir/err" || status=$?
   [ "$status" -eq 2 ] || fail "exit status $status, not 2, for: $*"
   [ "$(wc -l < "$dir/err")" -eq 1 ] || fail "not one line: $(cat "$dir/err")"
   grep -qF -- "$what" "$dir/err" || fail "'$what' is not in: $(cat "$dir/err")"
+  [ ! -s "$dir/out" ] || fail "wrote to stdout: $(cat "$dir/out")"
 }
 
 # a checkpoint: characters sorted by code point (' ' 0, ',' 1, '\n' is first: 10 < 32)
@@ -56,4 +59,29 @@ expect_error "has no tokenizer files (vocab.json and merges.txt, or encoder.json
 printf '{"a": 0}' > "$dir/openai/encoder.json"
 expect_error "encoder.json: has no token for byte 0" "a" --model "$dir/openai"
 expect_error "text.txt: not a readable npz (zip) archive" "a" --model "$dir/text.txt"
-echo "tokenize: checkpoint and BPE folders encode, decode and fail in one line"
+
+# SentencePiece: tok512.model (llama2.c's train_vocab) encodes each text of cases.json to the ids
+# sp.encode gave (no <s>), and decodes them to sp.decode's text (whitespace runs, bytes, emoji)
+sp=$fixtures/sentencepiece
+/usr/bin/python3 - "$xgrad" "$sp" <<'PY' || fail "SentencePiece ids or text differ from the library's"
+import json, subprocess, sys
+xgrad, sp = sys.argv[1], sys.argv[2]
+cases = json.load(open(sp + "/cases.json", encoding="utf-8"))["cases"]
+def tokenize(stdin, *args):
+    return subprocess.run([xgrad, "tokenize", "--model", sp + "/tok512.model", *args], input=stdin,
+                          capture_output=True, check=True).stdout
+for c in cases:
+    want = ",".join(map(str, c["ids"]))
+    got = tokenize(c["text"].encode()).decode()
+    assert got == want + "\n", (c["text"], got, want)
+    text = tokenize(want.encode(), "--decode")
+    assert text == c["decoded"].encode(), (want, text, c["decoded"])
+print(f"tokenize: tok512.model, {len(cases)} texts: the sentencepiece library's ids and text")
+PY
+expect_error "tok512.model: id 512 is outside the vocabulary of 512" "512" --model "$sp/tok512.model" --decode
+printf 'not a protobuf' > "$dir/broken.model"
+expect_error "$dir/broken.model: not a SentencePiece model" "a" --model "$dir/broken.model"
+# llama2.c's tokenizer.bin (as tokenizer.py exports it) is written by `export --to llama2c`, never read
+expect_error "$sp/tok512.bin: xgrad writes llama2.c's tokenizer.bin but does not read it" "a" --model "$sp/tok512.bin"
+expect_error "give the SentencePiece tokenizer.model instead" "1,2" --model "$sp/tok512.bin" --decode
+echo "tokenize: checkpoint, BPE folders and SentencePiece encode, decode and fail in one line"
