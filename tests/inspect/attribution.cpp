@@ -1,9 +1,10 @@
-// Logit lens, direct logit attribution and integrated gradients on nn::GPT (inspect/attribution.hpp):
-// the lens's last entry is the model's metric and a block that adds nothing leaves it unchanged; the
-// attribution's terms sum to the metric (float64 and float32) and a silenced head's term is 0;
-// integrated gradients' completeness shrinks with the steps, and positions equal to the baseline's
-// get nothing.
+// Logit lens, direct logit attribution and integrated gradients on nn::GPT and nn::Llama
+// (inspect/attribution.hpp): the lens's last entry is the model's metric and a block that adds
+// nothing leaves it unchanged; the attribution's terms sum to the metric (float64 and float32) and a
+// silenced head's term is 0; integrated gradients' completeness shrinks with the steps, and
+// positions equal to the baseline's get nothing.
 #include <cmath>
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +29,17 @@ nn::GPT<T> model_for_attribution() {
     set_training(m, false);
     return m;
 }
+// H query heads over kv_heads key/value heads, dim wide
+template <Real T>
+nn::Llama<T> llama_for_attribution(std::size_t heads, std::size_t kv_heads, std::size_t dim) {
+    Generator gen(31);
+    nn::Llama<T> m(nn::LlamaConfig{.dim = dim, .n_layers = 2, .n_heads = heads, .n_kv_heads = kv_heads, .vocab_size = 11,
+                                   .hidden_dim = 12, .max_seq_len = 6},
+                   gen);
+    for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.4, gen); });
+    set_training(m, false);
+    return m;
+}
 const Ids clean{{1, 4, 2, 7, 3}, {5, 0, 9, 2, 8}}, corrupt{{1, 4, 6, 7, 3}, {5, 0, 3, 2, 8}};  // differ at t = 2
 const patching::Metric logit_diff{.kind = patching::Metric::Kind::logit_diff, .correct = {3, 8}, .wrong = {6, 1}};
 
@@ -47,25 +59,43 @@ TEST_CASE("logit lens: the final residual's entry is the model's metric; a block
     CHECK(lens(1) == doctest::Approx(lens(2)).epsilon(1e-12));
 }
 
+// The terms sum to the metric of the model's own forward, to `relative`; the heads' are not all 0.
+template <class M>
+void check_terms_sum(const M& m, double relative) {
+    const auto dla = patching::direct_logit_attribution(m, clean, logit_diff);
+    const double metric = patching::metric(m(clean), logit_diff).value()();
+    INFO("total " << dla.total << ", metric " << metric << ", relative error " << std::abs(dla.total - metric) / std::abs(metric));
+    CHECK(std::abs(dla.total - metric) <= relative * std::abs(metric));
+    CHECK(xt::amax(xt::abs(dla.head))() > 1e-3);
+    CHECK(std::abs(dla.mlp(0)) > 1e-3);
+}
+// Head 0 of block 1 silenced (columns [0, D) of its out projection `weight`): its term is 0, the sum holds.
+template <class M, Real T>
+void check_silenced_head(const M& m, Var<T, 2>& weight, std::size_t D) {
+    CHECK(std::abs(patching::direct_logit_attribution(m, clean, logit_diff).head(1, 0)) > 1e-3);
+    xt::view(weight.value(), xt::all(), xt::range(0, D)) = T(0);
+    CHECK(patching::direct_logit_attribution(m, clean, logit_diff).head(1, 0) == 0.0);
+    check_terms_sum(m, 1e-12);
+}
+
 TEST_CASE("direct logit attribution: the terms sum to the logit difference; a silenced head's term is 0") {
     auto m = model_for_attribution<double>();
-    auto dla = patching::direct_logit_attribution(m, clean, logit_diff);
-    const double metric = patching::metric(m(clean), logit_diff).value()();
-    CHECK(dla.total == doctest::Approx(metric).epsilon(1e-12));
-    CHECK(std::abs(dla.head(1, 0)) > 1e-3);
-    CHECK(std::abs(dla.mlp(0)) > 1e-3);
-    // head 0 of block 1 silenced: columns [0, D) of its c_proj
-    xt::view(m.transformer.h[1].attn.c_proj.weight.value(), xt::all(), xt::range(0, 4)) = 0.0;
-    dla = patching::direct_logit_attribution(m, clean, logit_diff);
-    CHECK(dla.head(1, 0) == 0.0);
-    CHECK(dla.total == doctest::Approx(patching::metric(m(clean), logit_diff).value()()).epsilon(1e-12));
-    // float32: the sum to 1e-5 relative
-    const auto m32 = model_for_attribution<float>();
-    const auto dla32 = patching::direct_logit_attribution(m32, clean, logit_diff);
-    const double metric32 = patching::metric(m32(clean), logit_diff).value()();
-    CHECK(std::abs(dla32.total - metric32) <= 1e-5 * std::abs(metric32));
+    check_terms_sum(m, 1e-12);
+    check_silenced_head(m, m.transformer.h[1].attn.c_proj.weight, 4);
+    check_terms_sum(model_for_attribution<float>(), 1e-5);
     CHECK_THROWS_WITH_AS(patching::direct_logit_attribution(m, clean, {.kind = patching::Metric::Kind::loss}),
                          "direct_logit_attribution: the metric must be the logit difference", value_error);
+}
+
+TEST_CASE("direct logit attribution on a grouped-query Llama: RMSNorm's terms sum to the logit difference") {
+    auto m = llama_for_attribution<double>(4, 2, 16);
+    check_terms_sum(m, 1e-10);
+    const auto dla = patching::direct_logit_attribution(m, clean, logit_diff);
+    REQUIRE(dla.head.shape() == std::array<std::size_t, 2>{2, 4});
+    CHECK(xt::all(xt::equal(dla.attn_bias, 0.0)));  // no biases
+    CHECK(dla.ln_bias == 0.0);
+    check_silenced_head(m, m.layers[1].attention.wo.weight, 4);
+    check_terms_sum(llama_for_attribution<float>(4, 2, 16), 1e-5);
 }
 
 TEST_CASE("integrated gradients: completeness shrinks with the steps; what equals the baseline gets nothing") {
@@ -94,12 +124,7 @@ TEST_CASE("integrated gradients: completeness shrinks with the steps; what equal
 }
 
 TEST_CASE("logit lens and integrated gradients on a grouped-query Llama: its norm and output read the residual") {
-    Generator gen(31);
-    nn::Llama<double> m(nn::LlamaConfig{.dim = 8, .n_layers = 2, .n_heads = 2, .n_kv_heads = 1, .vocab_size = 11,
-                                        .hidden_dim = 12, .max_seq_len = 6},
-                        gen);
-    for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.4, gen); });
-    set_training(m, false);
+    auto m = llama_for_attribution<double>(2, 1, 8);
     const double metric = patching::metric(m(clean), logit_diff).value()();
     const double corrupt_metric = patching::metric(m(corrupt), logit_diff).value()();
     const auto ig = patching::integrated_gradients(m, clean, corrupt, logit_diff, 32);

@@ -1,6 +1,8 @@
-// Patching queries and keys (inspect/query_key.hpp): the batched exact sweep against one patched
-// forward, and AtP*'s recomputed softmax against AtP's linearization: closer to exact patching for
-// each query and each key, the more so where attention is sharp (the case AtP* corrects).
+// Patching queries and keys (inspect/query_key.hpp) on nn::GPT and a grouped-query nn::Llama (its
+// rotated queries and keys): the batched exact sweep against one patched forward, and AtP*'s
+// recomputed softmax against AtP's linearization: closer to exact patching for each query and each
+// key, the more so where attention is sharp (the case AtP* corrects).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -27,51 +29,94 @@ nn::GPT<double> sharp_model(double sharpness) {
     set_training(m, false);
     return m;
 }
+// The same for a Llama of 4 query heads over 2 key/value heads: wq and wk scaled up.
+nn::Llama<double> sharp_llama(double sharpness) {
+    Generator gen(41);
+    nn::Llama<double> m(nn::LlamaConfig{.dim = 16, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 11,
+                                        .hidden_dim = 12, .max_seq_len = 8},
+                        gen);
+    for_each_parameter(m, [&](const std::string&, auto& p) { init::normal_(p, 0, 0.4, gen); });
+    for (auto& layer : m.layers) layer.attention.wq.weight.value() *= sharpness, layer.attention.wk.weight.value() *= sharpness;
+    set_training(m, false);
+    return m;
+}
 const Ids clean{{1, 4, 2, 7, 3, 9, 5}, {5, 0, 9, 2, 8, 6, 1}}, corrupt{{1, 4, 6, 7, 0, 9, 5}, {5, 3, 9, 2, 8, 10, 1}};
 const patching::Metric logit_diff{.kind = patching::Metric::Kind::logit_diff, .correct = {3, 8}, .wrong = {6, 1}};
 
-double total_error(const xt::xtensor<double, 3>& a, const xt::xtensor<double, 3>& b) { return xt::sum(xt::abs(a - b))(); }
-double total_error(const xt::xtensor<double, 2>& a, const xt::xtensor<double, 2>& b) { return xt::sum(xt::abs(a - b))(); }
+template <class X>
+double total_error(const X& a, const X& b) { return xt::sum(xt::abs(a - b))(); }
 
-TEST_CASE("query and key patching: the exact sweep is one patched forward per patch") {
-    const auto m = sharp_model(1.0);
-    const auto r = patching::query_key_patching(m, clean, corrupt, logit_diff, 5);
+// exact (L, heads, T) at block 1, head `head`, against one forward of the corrupted run with
+// `point` (blocks.1.attn.*) of that head at one position taken from the clean run.
+template <class M>
+void check_against_patched_forward(const M& m, const xt::xtensor<double, 3>& exact, const std::string& point, long head) {
     const double into = patching::metric(m(corrupt), logit_diff).value()();
     ActivationCache cache;
     Hooks keep;
-    cache.attach(keep, "blocks.1.attn.hook_k");
+    cache.attach(keep, point);
     {
         const UseHooks use(keep);
         m(clean);
     }
     for (long s : {0, 3, 6}) {
         Hooks patch;
-        patch.forward("blocks.1.attn.hook_k", [&](const Var<double, 4>& k) {
-            return patch_at(k, cache.value<double, 4>("blocks.1.attn.hook_k"), {-1, s, 1, -1});
+        patch.forward(point, [&](const Var<double, 4>& a) {
+            return patch_at(a, cache.value<double, 4>(point), {-1, s, head, -1});
         });
         const UseHooks use(patch);
-        CHECK(r.exact.k_head_pos(1, 1, s) == doctest::Approx(patching::metric(m(corrupt), logit_diff).value()() - into).epsilon(1e-10));
+        INFO(point << " of head " << head << " at " << s);
+        CHECK(exact(1, std::size_t(head), std::size_t(s)) ==
+              doctest::Approx(patching::metric(m(corrupt), logit_diff).value()() - into).epsilon(1e-10));
     }
-    // a key past the last query's reach changes nothing; the query at 0 sees one key, whatever it is
+}
+// What holds on any model: the query at 0 sees one key, whatever it is; some key matters.
+void check_first_query(const patching::QueryKeyPatching& r) {
     CHECK(r.exact.q_head_pos(0, 0, 0) == doctest::Approx(0).scale(1));
     CHECK(std::abs(r.atp_star.q_head_pos(0, 0, 0)) < 1e-12);
     CHECK(xt::amax(xt::abs(r.exact.k_head_pos))() > 1e-3);
 }
+// AtP*'s error against exact patching below AtP's, for the queries and the keys.
+void check_atp_star_closer(const patching::QueryKeyPatching& r, const std::string& model, double sharpness) {
+    const double atp_k = total_error(r.atp.k_head_pos, r.exact.k_head_pos),
+                 star_k = total_error(r.atp_star.k_head_pos, r.exact.k_head_pos);
+    const double atp_q = total_error(r.atp.q_head_pos, r.exact.q_head_pos),
+                 star_q = total_error(r.atp_star.q_head_pos, r.exact.q_head_pos);
+    const double scale_k = xt::sum(xt::abs(r.exact.k_head_pos))(), scale_q = xt::sum(xt::abs(r.exact.q_head_pos))();
+    MESSAGE(model << ", sharpness " << sharpness << ": keys, AtP error " << atp_k / scale_k << ", AtP* " << star_k / scale_k
+                  << "; queries, AtP " << atp_q / scale_q << ", AtP* " << star_q / scale_q
+                  << " (relative to the exact effects' sum)");
+    CHECK(star_k < atp_k);
+    CHECK(star_q < atp_q);
+}
+
+TEST_CASE("query and key patching: the exact sweep is one patched forward per patch") {
+    const auto m = sharp_model(1.0);
+    const auto r = patching::query_key_patching(m, clean, corrupt, logit_diff, 5);
+    check_against_patched_forward(m, r.exact.k_head_pos, "blocks.1.attn.hook_k", 1);
+    check_first_query(r);
+}
+
+TEST_CASE("query and key patching on a grouped-query Llama: rotated queries, keys per key/value head") {
+    const auto m = sharp_llama(1.0);
+    const auto r = patching::query_key_patching(m, clean, corrupt, logit_diff, 5);
+    REQUIRE(r.exact.q_head_pos.shape() == std::array<std::size_t, 3>{2, 4, 7});
+    for (const auto* e : {&r.exact, &r.atp, &r.atp_star}) {
+        REQUIRE(e->k_head.shape() == std::array<std::size_t, 2>{2, 2});
+        REQUIRE(e->k_head_pos.shape() == std::array<std::size_t, 3>{2, 2, 7});
+    }
+    check_against_patched_forward(m, r.exact.k_head_pos, "blocks.1.attn.hook_rot_k", 1);
+    // the rotation is a fixed map per position: patching q before it is patching the rotated q
+    check_against_patched_forward(m, r.exact.q_head_pos, "blocks.1.attn.hook_q", 3);
+    check_against_patched_forward(m, r.exact.q_head_pos, "blocks.1.attn.hook_rot_q", 2);
+    check_first_query(r);
+}
 
 TEST_CASE("AtP*: with sharp attention, the recomputed softmax is closer to exact patching than AtP's linearization") {
     for (double sharpness : {1.0, 4.0}) {
-        const auto m = sharp_model(sharpness);
-        const auto r = patching::query_key_patching(m, clean, corrupt, logit_diff);
-        const double atp_k = total_error(r.atp.k_head_pos, r.exact.k_head_pos),
-                     star_k = total_error(r.atp_star.k_head_pos, r.exact.k_head_pos);
-        const double atp_q = total_error(r.atp.q_head_pos, r.exact.q_head_pos),
-                     star_q = total_error(r.atp_star.q_head_pos, r.exact.q_head_pos);
-        const double scale_k = xt::sum(xt::abs(r.exact.k_head_pos))(), scale_q = xt::sum(xt::abs(r.exact.q_head_pos))();
-        MESSAGE("sharpness " << sharpness << ": keys, AtP error " << atp_k / scale_k << ", AtP* " << star_k / scale_k
-                             << "; queries, AtP " << atp_q / scale_q << ", AtP* " << star_q / scale_q
-                             << " (relative to the exact effects' sum)");
-        CHECK(star_k < atp_k);
-        CHECK(star_q < atp_q);
+        check_atp_star_closer(patching::query_key_patching(sharp_model(sharpness), clean, corrupt, logit_diff), "GPT",
+                              sharpness);
+        check_atp_star_closer(patching::query_key_patching(sharp_llama(sharpness), clean, corrupt, logit_diff),
+                              "grouped-query Llama", sharpness);
     }
 }
 

@@ -3,12 +3,13 @@
 //   logit_lens(model, ids, metric): the metric read from each block's resid_pre and from the final
 //     residual, each through the final norm (GPT's ln_f, Llama's norm; with its own statistics) and
 //     the unembedding: (L + 1). Any PatchableDecoder.
-//   direct_logit_attribution(model, ids, metric): (nn::GPT) the logit difference split into the terms the final
-//     residual at position T − 1 sums: the blocks' input (embeddings), each head (its z times its
-//     slice of c_proj), each attention's c_proj bias, each MLP (hook_mlp_out), and ln_f's bias; each
-//     residual term centred, divided by ln_f's scale σ of the final residual (frozen from the run),
-//     times ln_f.weight, dotted with the unembedding's correct − wrong row. The terms sum to the
-//     metric (exactly, up to rounding).
+//   direct_logit_attribution(model, ids, metric): (nn::GPT, nn::Llama) the logit difference split
+//     into the terms the final residual at position T − 1 sums: the blocks' input (embeddings), each
+//     head (its z times its slice of the out projection, GPT's c_proj or Llama's wo), each
+//     attention's out-projection bias, each MLP (hook_mlp_out), and the final norm's bias; each
+//     residual term centred (LayerNorm; not RMSNorm), divided by the norm's scale of the final
+//     residual (σ or the RMS, frozen from the run), times its weight, dotted with the unembedding's
+//     correct − wrong row. The terms sum to the metric (exactly, up to rounding).
 //   integrated_gradients(model, ids, baseline, metric, steps): attributions to the blocks' input x
 //     (token plus position embedding) along the straight path from the baseline's x0 (another run's
 //     embeddings, or zeros) to x: (x − x0) · mean_k ∂metric/∂x at x0 + α_k (x − x0),
@@ -17,12 +18,14 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 
 #include <xtensor/xview.hpp>
 
 #include "xgrad/inspect/patching.hpp"
+#include "xgrad/nn/llama.hpp"
 
 namespace xgrad::patching {
 
@@ -51,18 +54,51 @@ xt::xtensor<double, 1> logit_lens(const M& model, const Ids& ids, const Metric& 
 struct DirectLogitAttribution {
     double embed = 0;            // the blocks' input (token and position embeddings)
     xt::xtensor<double, 2> head;  // (L, H)
-    xt::xtensor<double, 1> attn_bias, mlp;  // (L): c_proj's bias of each attention; each MLP
-    double ln_bias = 0;          // ln_f.bias · (u_correct − u_wrong)
+    xt::xtensor<double, 1> attn_bias, mlp;  // (L): the out projection's bias of each attention (0 without); each MLP
+    double ln_bias = 0;          // the final norm's bias · (u_correct − u_wrong) (0 without)
     double total = 0;            // the metric: the sum of every term above
 };
 
+namespace detail {
+// What direct logit attribution reads besides the hook points: layer l's out projection (weight
+// (C, H·D), bias or none) and the final norm.
 template <Real T>
-DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const Ids& ids, const Metric& m) {
+const nn::Linear<T>& out_projection(const nn::GPT<T>& m, std::size_t l) { return m.transformer.h[l].attn.c_proj; }
+template <Real T>
+const nn::Linear<T>& out_projection(const nn::Llama<T>& m, std::size_t l) { return m.layers[l].attention.wo; }
+
+template <Real T>
+struct NormReads {
+    bool centred = true;  // LayerNorm subtracts the mean; RMSNorm does not
+    double eps = 0;
+    const Var<T, 1>* weight = nullptr;  // none: 1
+    const Var<T, 1>* bias = nullptr;    // none: 0
+};
+template <Real T>
+NormReads<T> norm_reads(const nn::LayerNorm<T>& n) {
+    return {true, n.eps, n.weight ? &n.weight : nullptr, n.bias ? &n.bias : nullptr};
+}
+template <Real T>
+NormReads<T> norm_reads(const nn::RMSNorm<T>& n) {
+    return {false, n.eps.value_or(std::numeric_limits<T>::epsilon()), n.weight ? &n.weight : nullptr, nullptr};
+}
+}  // namespace detail
+
+// A decoder whose out projections and final norm direct_logit_attribution reads (nn::GPT, nn::Llama).
+template <class M>
+concept AttributableDecoder = PatchableDecoder<M> && requires(const M& m) {
+    detail::out_projection(m, std::size_t(0));
+    detail::norm_reads(m.final_norm());
+};
+
+template <AttributableDecoder M, Real T = typename M::value_type>
+DirectLogitAttribution direct_logit_attribution(const M& model, const Ids& ids, const Metric& m) {
     if (m.kind != Metric::Kind::logit_diff)
         throw value_error("direct_logit_attribution: the metric must be the logit difference");
-    detail::check_metric("direct_logit_attribution", m, ids.shape(), model.config.vocab_size);
-    const std::size_t B = ids.shape()[0], Tn = ids.shape()[1], L = model.config.n_layer, H = model.config.n_head;
-    const std::size_t C = model.config.n_embd, D = C / H, last = Tn - 1;
+    const nn::DecodingShape shape = model.decoding();
+    detail::check_metric("direct_logit_attribution", m, ids.shape(), shape.vocab_size);
+    const std::size_t B = ids.shape()[0], Tn = ids.shape()[1], L = shape.layers, H = shape.heads;
+    const std::size_t C = shape.width, last = Tn - 1;
     ActivationCache cache;
     Hooks keep;
     for (const char* point : {"blocks.*.attn.hook_z", "blocks.*.hook_mlp_out", "blocks.0.hook_resid_pre"})
@@ -73,27 +109,27 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
         const UseHooks use(keep);
         model(ids);
     }
-    const auto& ln = model.transformer.ln_f;
-    const auto& unembed = model.lm_head.weight.value();  // (V, C)
+    const detail::NormReads<T> norm = detail::norm_reads(model.final_norm());
+    const auto& unembed = model.unembedding().value();  // (V, C)
     DirectLogitAttribution r;
     r.head = xt::zeros<double>({L, H}), r.attn_bias = r.mlp = xt::zeros<double>({L});
     const auto& final_resid = cache.value<T, 3>(detail::block_point(L - 1, "hook_resid_post"));
     std::vector<double> v(C), unembed_diff(C), direction(C);
     for (std::size_t b = 0; b < B; ++b) {
-        double mean = 0, var = 0;
-        for (std::size_t c = 0; c < C; ++c) mean += double(final_resid(b, last, c));
-        mean /= double(C);
+        double mean = 0, var = 0;  // var: the mean square about the mean, or about 0 for RMSNorm
+        if (norm.centred)
+            for (std::size_t c = 0; c < C; ++c) mean += double(final_resid(b, last, c)) / double(C);
         for (std::size_t c = 0; c < C; ++c) var += std::pow(double(final_resid(b, last, c)) - mean, 2);
-        const double sigma = std::sqrt(var / double(C) + ln.eps);
+        const double sigma = std::sqrt(var / double(C) + norm.eps);
         // direction_c = w_c (u_correct − u_wrong)_c / σ: a residual term v adds Σ_c (v_c − mean(v)) · direction_c
         for (std::size_t c = 0; c < C; ++c) {
             unembed_diff[c] = double(unembed(std::size_t(m.correct[b]), c)) - double(unembed(std::size_t(m.wrong[b]), c));
-            direction[c] = (ln.weight ? double(ln.weight.value()(c)) : 1.0) * unembed_diff[c] / sigma;
+            direction[c] = (norm.weight ? double(norm.weight->value()(c)) : 1.0) * unembed_diff[c] / sigma;
         }
         const auto term = [&](const std::vector<double>& x) {
             double mu = 0, sum = 0;
-            for (double e : x) mu += e;
-            mu /= double(C);
+            if (norm.centred)
+                for (double e : x) mu += e / double(C);
             for (std::size_t c = 0; c < C; ++c) sum += (x[c] - mu) * direction[c];
             return sum / double(B);  // the mean over the batch
         };
@@ -102,9 +138,10 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
         r.embed += term(v);
         for (std::size_t l = 0; l < L; ++l) {
             const auto& z = cache.value<T, 4>(detail::block_point(l, "attn.hook_z"));  // (B, T, H, D)
-            const auto& proj = model.transformer.h[l].attn.c_proj;
+            const std::size_t D = z.shape()[3];
+            const nn::Linear<T>& proj = detail::out_projection(model, l);
             for (std::size_t h = 0; h < H; ++h) {
-                for (std::size_t c = 0; c < C; ++c) {  // z_h · W_O[:, hD:(h+1)D]ᵀ
+                for (std::size_t c = 0; c < C; ++c) {  // z_h (D) · W_O[:, hD:(h+1)D]ᵀ (C)
                     double s = 0;
                     for (std::size_t d = 0; d < D; ++d) s += double(proj.weight.value()(c, h * D + d)) * double(z(b, last, h, d));
                     v[c] = s;
@@ -119,8 +156,8 @@ DirectLogitAttribution direct_logit_attribution(const nn::GPT<T>& model, const I
             for (std::size_t c = 0; c < C; ++c) v[c] = double(mlp(b, last, c));
             r.mlp(l) += term(v);
         }
-        if (ln.bias)
-            for (std::size_t c = 0; c < C; ++c) r.ln_bias += double(ln.bias.value()(c)) * unembed_diff[c] / double(B);
+        if (norm.bias)
+            for (std::size_t c = 0; c < C; ++c) r.ln_bias += double(norm.bias->value()(c)) * unembed_diff[c] / double(B);
     }
     r.total = r.embed + xt::sum(r.head)() + xt::sum(r.attn_bias)() + xt::sum(r.mlp)() + r.ln_bias;
     return r;
