@@ -5,7 +5,8 @@
 # reference computes, every value within 1e-9 (the logit difference, and the loss); the same model in
 # float32 within 1e-4; patch.png beside them. A `train gpt` checkpoint with two texts: the files of
 # the right shapes, and layer 0's residual patched at the one position where the texts differ gives
-# the clean metric. Bad input: exit 2, one line on stderr naming the file or field, no OUT.
+# the clean metric. Bad input: exit 2, one line on stderr naming the file or field, no OUT (an
+# existing OUT left as it was).
 set -u
 xgrad=$1
 fixtures=$2
@@ -103,3 +104,24 @@ expect_error "no targets for the loss" 'targets.npy'
 fresh logit_diff
 rm "$work/bad/clean.npy"
 expect_error "no clean ids" 'clean.npy'
+
+# an existing OUT stays as it was when patch fails: only its one file, unchanged, and no staging
+# folder left beside it
+mkdir "$work/kept" && echo sentinel > "$work/kept/sentinel.txt"
+before=$(ls -A "$work")
+for bad in from text; do
+  status=0
+  if [ "$bad" = from ]; then  # $work/bad has no clean.npy
+    "$xgrad" patch --from "$work/bad" --to "$work/kept" > "$work/out" 2> "$work/err" || status=$?
+  else
+    "$xgrad" patch --checkpoint "$work/run/checkpoint.npz" --clean-text "Linux is free" --corrupt-text "Linux is" \
+      --to "$work/kept" > "$work/out" 2> "$work/err" || status=$?
+  fi
+  [ "$status" -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && [ ! -s "$work/out" ] ||
+    fail "existing OUT, bad --$bad input: exit status $status, stderr '$(cat "$work/err")', stdout '$(cat "$work/out")'"
+  [ "$(ls -A "$work/kept")" = sentinel.txt ] && [ "$(cat "$work/kept/sentinel.txt")" = sentinel ] ||
+    fail "existing OUT, bad --$bad input: OUT now holds $(ls -A "$work/kept" | tr '\n' ' ')"
+  [ "$(ls -A "$work" | grep -v '^out$\|^err$')" = "$(echo "$before" | grep -v '^out$\|^err$')" ] ||
+    fail "existing OUT, bad --$bad input: left $(ls -A "$work" | tr '\n' ' ')"
+done
+echo "ok an existing OUT is left as it was by a failed patch"
