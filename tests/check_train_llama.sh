@@ -91,7 +91,7 @@ grep -q "checkpoint.npz: Llama 2 layers, 2 heads, width 32; 8 val windows of 32 
 [ "$(grep -c "^ *[01] *[01]  " "$dir/heads.txt")" -eq 4 ] && [ -s "$dir/heads/heads.png" ] || fail "heads: not 4 heads and heads.png"
 "$xgrad" patch --checkpoint "$dir/c/checkpoint.npz" --clean-text "the cat sat on" --corrupt-text "the cut sat on" \
   --to "$dir/patch" > /dev/null
-[ ! -e "$dir/patch/dla.head.npy" ] && [ -s "$dir/patch/patch.png" ] || fail "patch on a Llama: dla.head.npy written, or no patch.png"
+[ ! -e "$dir/patch/dla.head.npy" ] && [ -s "$dir/patch/patch.png" ] || fail "patch on a Llama with the loss: dla.head.npy written, or no patch.png"
 /usr/bin/python3 -c '
 import sys, numpy as np
 d = sys.argv[1]
@@ -100,6 +100,16 @@ assert resid.shape == (1, 14), resid.shape
 assert abs(resid[0, 5] - clean) < 1e-5 * abs(clean) and abs(clean - corrupt) > 1e-3, (resid[0], clean, corrupt)
 assert np.allclose(resid[0, :5], corrupt, rtol=1e-6) and np.allclose(resid[0, 6:], corrupt, rtol=1e-6), resid[0]
 ' "$dir/patch" || fail "patch on a Llama: resid_pre at layer 0 does not give the runs' metrics"
+# with a logit difference: direct logit attribution, one term per head and per MLP
+"$xgrad" patch --checkpoint "$dir/c/checkpoint.npz" --clean-text "the cat sat on" --corrupt-text "the cut sat on" \
+  --correct " " --wrong "e" --ig-steps 2 --to "$dir/patch_diff" > /dev/null
+/usr/bin/python3 -c '
+import sys, numpy as np
+d = sys.argv[1]
+head, mlp = np.load(f"{d}/dla.head.npy"), np.load(f"{d}/dla.mlp.npy")
+assert head.shape == (1, 2) and mlp.shape == (1,), (head.shape, mlp.shape)
+assert np.isfinite(head).all() and np.isfinite(mlp).all() and np.abs(head).max() > 0, (head, mlp)
+' "$dir/patch_diff" || fail "patch on a Llama with --correct: no dla.head.npy (1, 2) and dla.mlp.npy (1)"
 echo "heads and patch on a Llama: ok"
 
 expect_error "export of a character model to run.c" "run.c's tokenizer.bin is a SentencePiece vocabulary" \

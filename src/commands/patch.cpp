@@ -92,8 +92,8 @@ std::vector<unsigned char> patch_picture(const patching::Result& exact, const pa
     return attention_grid_png(maps, m);
 }
 
-// Direct logit attribution is a GPT's (LayerNorm's centring, c_proj's bias); the rest any decoder's.
-template <patching::PatchableDecoder M>
+// Every study on a GPT or a Llama; direct logit attribution for the logit difference only.
+template <patching::AttributableDecoder M>
 std::map<std::string, io::NpyArray> study(const M& model, const patching::Ids& clean,
                                           const patching::Ids& corrupt, const patching::Metric& m, std::size_t ig_steps,
                                           std::vector<unsigned char>& picture) {
@@ -113,11 +113,9 @@ std::map<std::string, io::NpyArray> study(const M& model, const patching::Ids& c
     const auto atp = patching::attribution_patching(model, clean, corrupt, m);
     put("atp.head", atp.head), put("atp.head_pos", atp.head_pos), put("atp.resid_pre", atp.resid_pre);
     picture = patch_picture(exact, atp);
-    if constexpr (std::is_same_v<M, nn::GPT<typename M::value_type>>) {
-        if (m.kind == patching::Metric::Kind::logit_diff) {
-            const auto dla = patching::direct_logit_attribution(model, clean, m);
-            put("dla.head", dla.head), put("dla.mlp", dla.mlp);
-        }
+    if (m.kind == patching::Metric::Kind::logit_diff) {
+        const auto dla = patching::direct_logit_attribution(model, clean, m);
+        put("dla.head", dla.head), put("dla.mlp", dla.mlp);
     }
     put("logit_lens", patching::logit_lens(model, clean, m));
     const auto ig = patching::integrated_gradients(model, clean, std::optional(corrupt), m, ig_steps);
