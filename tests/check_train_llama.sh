@@ -5,7 +5,8 @@
 # run's tokenizer from the checkpoint, its folder and its tokenizer.model alike, `xgrad sample`
 # continues a prompt, `xgrad export --to llama2c` writes run.c's model.bin and tokenizer.bin, which
 # `xgrad sample` reads back to the same greedy tokens, as it reads the run's model folder (Hugging
-# Face's layout), `heads` and `patch` run on it, and mistakes are one line with exit status 2.
+# Face's layout), `heads` and `patch` run on it (`patch --model` on the folder too: its values by
+# identities), and mistakes are one line with exit status 2.
 # XGRAD_TRAIN_LLAMA_STEPS below 300 (scripts/sanitize: a slow build) leaves out the fall of the loss.
 set -eu
 xgrad=$1
@@ -110,6 +111,48 @@ head, mlp = np.load(f"{d}/dla.head.npy"), np.load(f"{d}/dla.mlp.npy")
 assert head.shape == (1, 2) and mlp.shape == (1,), (head.shape, mlp.shape)
 assert np.isfinite(head).all() and np.isfinite(mlp).all() and np.abs(head).max() > 0, (head, mlp)
 ' "$dir/patch_diff" || fail "patch on a Llama with --correct: no dla.head.npy (1, 2) and dla.mlp.npy (1)"
+# patch --model on the run's folder (tokenizer.model): texts differing in their last token only, so
+# every earlier position is the same in both runs: any layer's resid_pre patched at the last position
+# gives the clean metric, at an earlier position (resid_pre, attn_out, mlp_out, a head's z) the
+# corrupted one, AtP 0 there; --checkpoint on the run's checkpoint gives the same files, byte for byte
+ids=$(printf 'Linux is not the' | "$xgrad" tokenize --model "$dir/a"),$(printf 'Linux is not a' | "$xgrad" tokenize --model "$dir/a")
+patch_texts() {  # patch_texts OUT MODEL_OPTIONS...
+  patch_out=$1; shift
+  "$xgrad" patch "$@" --clean-text "Linux is not the" --corrupt-text "Linux is not a" --correct "is" --wrong "not" \
+    --ig-steps 8 --to "$patch_out" > /dev/null || fail "patch $*: exit status $?"
+}
+patch_texts "$dir/patch_folder" --model "$dir/a"
+patch_texts "$dir/patch_checkpoint" --checkpoint "$dir/a/checkpoint.npz"
+/usr/bin/python3 - "$dir/patch_folder" "$ids" <<'PY' || fail "patch --model on a Llama folder: the files or their values"
+import os, sys
+import numpy as np
+d, ids = sys.argv[1] + "/", [int(i) for i in sys.argv[2].split(",")]
+T = len(ids) // 2
+assert ids[:T - 1] == ids[T:-1] and ids[T - 1] != ids[-1], ids  # the texts' ids differ in the last one only
+L, H = 2, 2
+shapes = {"clean_metric": (), "corrupt_metric": (), "patch.head": (L, H), "patch.head_pos": (L, H, T),
+          "patch.resid_pre": (L, T), "patch.attn_out": (L, T), "patch.mlp_out": (L, T), "atp.head": (L, H),
+          "atp.head_pos": (L, H, T), "atp.resid_pre": (L, T), "dla.head": (L, H), "dla.mlp": (L,),
+          "logit_lens": (L + 1,), "ig.embed": (1, T), "ig.completeness": ()}
+assert sorted(os.listdir(d)) == sorted([n + ".npy" for n in shapes] + ["patch.png"]), sorted(os.listdir(d))
+a = {n: np.load(d + n + ".npy") for n in shapes}
+for n, shape in shapes.items():
+    assert a[n].shape == shape and a[n].dtype == np.float64, (n, a[n].shape, a[n].dtype)
+clean, corrupt = float(a["clean_metric"]), float(a["corrupt_metric"])
+tol = 1e-5 * (1 + abs(clean) + abs(corrupt))  # float32 rounding
+assert abs(clean - corrupt) > 100 * tol, (clean, corrupt)
+near = lambda x, v: np.abs(x - v).max() < tol
+assert near(a["patch.resid_pre"][:, -1], clean), (a["patch.resid_pre"], clean)
+for n in ("patch.resid_pre", "patch.attn_out", "patch.mlp_out", "patch.head_pos"):
+    assert near(a[n][..., :-1], corrupt), (n, a[n], corrupt)
+for n in ("atp.resid_pre", "atp.head_pos", "ig.embed"):
+    assert not a[n][..., :-1].any() and a[n][..., -1].all(), (n, a[n])
+assert near(a["logit_lens"][-1], clean), (a["logit_lens"], clean)  # the final residual's reading is the metric
+print(f"patch --model on a Llama folder: clean metric {clean:.6f}, corrupted {corrupt:.6f}")
+PY
+for f in "$dir/patch_folder"/*; do
+  cmp "$f" "$dir/patch_checkpoint/${f##*/}" || fail "patch --model and --checkpoint differ in ${f##*/}"
+done
 echo "heads and patch on a Llama: ok"
 
 expect_error "export of a character model to run.c" "run.c's tokenizer.bin is a SentencePiece vocabulary" \
