@@ -114,7 +114,8 @@ assert np.isfinite(head).all() and np.isfinite(mlp).all() and np.abs(head).max()
 # patch --model on the run's folder (tokenizer.model): texts differing in their last token only, so
 # every earlier position is the same in both runs: any layer's resid_pre patched at the last position
 # gives the clean metric, at an earlier position (resid_pre, attn_out, mlp_out, a head's z) the
-# corrupted one, AtP 0 there; --checkpoint on the run's checkpoint gives the same files, byte for byte
+# corrupted one, AtP 0 there; --checkpoint on the run's checkpoint and --model on the folder exported
+# from model.bin give the same files, byte for byte (model.bin alone holds no tokenizer: refused)
 ids=$(printf 'Linux is not the' | "$xgrad" tokenize --model "$dir/a"),$(printf 'Linux is not a' | "$xgrad" tokenize --model "$dir/a")
 patch_texts() {  # patch_texts OUT MODEL_OPTIONS...
   patch_out=$1; shift
@@ -123,6 +124,7 @@ patch_texts() {  # patch_texts OUT MODEL_OPTIONS...
 }
 patch_texts "$dir/patch_folder" --model "$dir/a"
 patch_texts "$dir/patch_checkpoint" --checkpoint "$dir/a/checkpoint.npz"
+patch_texts "$dir/patch_hf" --model "$dir/hf"
 /usr/bin/python3 - "$dir/patch_folder" "$ids" <<'PY' || fail "patch --model on a Llama folder: the files or their values"
 import os, sys
 import numpy as np
@@ -152,12 +154,16 @@ print(f"patch --model on a Llama folder: clean metric {clean:.6f}, corrupted {co
 PY
 for f in "$dir/patch_folder"/*; do
   cmp "$f" "$dir/patch_checkpoint/${f##*/}" || fail "patch --model and --checkpoint differ in ${f##*/}"
+  cmp "$f" "$dir/patch_hf/${f##*/}" || fail "patch on the folder exported from model.bin differs in ${f##*/}"
 done
 echo "heads and patch on a Llama: ok"
 
 expect_error "export of a character model to run.c" "run.c's tokenizer.bin is a SentencePiece vocabulary" \
   "$xgrad" export --to llama2c "$dir/c/checkpoint.npz" "$dir/nope"
 [ ! -e "$dir/nope" ] || fail "a refused export left a folder"
+expect_error "patch on run.c's model.bin" "model.bin: an llm.c or llama2.c .bin holds no tokenizer for the two texts: export it" \
+  "$xgrad" patch --checkpoint "$dir/l2c/model.bin" --clean-text "Linux is not the" --corrupt-text "Linux is not a" --to "$dir/nope"
+[ ! -e "$dir/nope" ] || fail "a refused patch left a folder"
 expect_error "n_kv_heads not dividing n_heads" "n_kv_heads 3 does not divide n_heads 4" \
   "$xgrad" train llama --text "$text" --n_heads 4 --n_kv_heads 3 --max_iters 1
 expect_error "a vocabulary smaller than the text's characters" "Vocabulary size is smaller than required_chars" \

@@ -155,7 +155,8 @@ void patch_files(const PatchOptions& o) {
 template <class Loaded>
 void patch_loaded(const Loaded& loaded, const PatchOptions& o) {
     if (!loaded.tokenizer)
-        throw value_error(o.checkpoint + ": an llm.c or llama2.c model has no tokenizer; give its ids as files with --from");
+        throw value_error(o.checkpoint + ": an llm.c or llama2.c .bin holds no tokenizer for the two texts: export it to a "
+                                        "folder with one (xgrad export FILE DIR --tokenizer M) and give --model DIR");
     const PatchRuns runs = patch_runs(*loaded.tokenizer, loaded.model.decoding().positions, o.texts);
     std::vector<unsigned char> picture;
     const auto files = study(loaded.model, runs.clean, runs.corrupt, runs.metric, o.ig_steps, picture);
