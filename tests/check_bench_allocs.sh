@@ -3,7 +3,8 @@
 # `xgrad bench` counts every malloc of its timed steps (the tape reuses its nodes and buffers):
 # checked for the MultiheadAttention workload and the Transformer ones (an encoder layer, and
 # encoder + decoder stacks with padding and causal masks, dropout in training mode, and 3DETR's
-# encoder with a (B, L, L) mask per layer) and a GPT step (nanoGPT's loss, AdamW).
+# encoder with a (B, L, L) mask per layer), a GPT step (nanoGPT's loss, AdamW) and a grouped-query
+# Llama step (llama2.c's model.py).
 # The configurations avoid the shapes where OpenBLAS itself mallocs (bench/HISTORY.md,
 # "Where the time goes on the Zen 5-class EPYC"). Checked with each GEMM back end that allocates nothing
 # (XGRAD_GEMM=xgrad where the build has it, and openblas): oneDNN's primitives allocate their
@@ -37,6 +38,8 @@ for dtype in float32 float64; do
     check "masked_encoder $dtype" --model masked_encoder --batch 4 --seq 16 --embed 32 --heads 4 --ffn 64 --layers 2 \
         --dropout 0.1 --dtype "$dtype"
     check "gpt $dtype" --model gpt --layers 2 --heads 4 --embed 32 --vocab 61 --batch 4 --seq 24 --dtype "$dtype"
+    check "llama $dtype" --model llama --layers 2 --heads 4 --kv-heads 2 --embed 32 --vocab 61 --batch 4 --seq 24 \
+        --dtype "$dtype"
 done
 # bfloat16 (where the CPU has it): xgrad's kernel and OpenBLAS multiply the rounded operands widened
 # to float (kernels::gemm_rounded), in buffers that grow once

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <string>
 
+#include <xtensor/xnoalias.hpp>
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xview.hpp>
 
@@ -124,13 +125,15 @@ Var<T, 4> rotary_embedding(const Var<T, 4>& x, const RotaryTables<T>& tables, st
         throw value_error("rotary_embedding: positions " + std::to_string(first_position) + " to " +
                           std::to_string(first_position + shape[1] - 1) + " of x " + shape_str(shape) +
                           " are past the tables' " + std::to_string(tables.positions()) + " positions");
-    const auto rows = [&](const xt::xtensor<T, 2>& table) {
-        return xt::xtensor<T, 2>(xt::view(table, xt::range(first_position, first_position + shape[1]), xt::all()));
+    // the rows of this call's positions, into the node's buffers (a reused node keeps them: a steady
+    // step allocates nothing)
+    const auto take_rows = [&](xt::xtensor<T, 2>& rows, const xt::xtensor<T, 2>& table) {
+        xt::noalias(rows) = xt::view(table, xt::range(first_position, first_position + shape[1]), xt::all());
     };
     return make_op<detail::RotaryNode<T>>(
         shape,
         [&](auto& node) {
-            node.cos = rows(tables.cos), node.sin = rows(tables.sin), node.style = style;
+            take_rows(node.cos, tables.cos), take_rows(node.sin, tables.sin), node.style = style;
             node.forward();
         },
         x);
