@@ -2,7 +2,7 @@
 # `xgrad train gpt` on real text (one file of the fortunes package): a small GPT learns (val loss
 # falls by more than 1), the same seed gives the same losses, a run killed with SIGKILL resumes
 # from its last periodic checkpoint and then follows the uninterrupted run bit for bit, `xgrad
-# sample` continues a prompt from the checkpoint, and mistakes are one line with exit status 2.
+# sample` continues a prompt from the checkpoint (.npz or .safetensors), and mistakes are one line with exit status 2.
 # XGRAD_TRAIN_GPT_STEPS below 400 (scripts/sanitize: a slow build) runs the same commands with fewer
 # steps and leaves out what needs a trained model: the fall of the val loss.
 set -eu
@@ -37,8 +37,8 @@ if [ "$steps" -ge 400 ]; then
 fi
 
 # SIGKILL in the middle of a run that checkpoints every 10 steps (once it has written step 30's
-# rows), then --resume: the same losses.
-(EXEC=exec run "$dir/k" "$steps" --checkpoint-every 10 --quiet) &
+# rows), then --resume: the same losses. Its checkpoints are safetensors files.
+(EXEC=exec run "$dir/k" "$steps" --checkpoint-every 10 --checkpoint-format safetensors --quiet) &
 pid=$!
 until [ -e "$dir/k/loss.csv" ] && grep -q "^30," "$dir/k/loss.csv"; do
   kill -0 "$pid" 2> /dev/null || fail "the run ended before its third checkpoint"
@@ -49,9 +49,10 @@ wait "$pid" 2> /dev/null || true
 ! kill -0 "$pid" 2> /dev/null || fail "the killed run is still running"
 [ ! -e "$dir/k/metrics.json" ] || fail "the run finished before it was killed: make it longer"
 done_steps=$(tail -n 1 "$dir/k/loss.csv" | cut -d, -f1)
-run "$dir/k" "$steps" --resume "$dir/k/checkpoint.npz" --quiet
+[ ! -e "$dir/k/checkpoint.npz" ] || fail "--checkpoint-format safetensors wrote checkpoint.npz"
+run "$dir/k" "$steps" --resume "$dir/k/checkpoint.safetensors" --checkpoint-format safetensors --quiet
 cmp "$dir/a/loss.csv" "$dir/k/loss.csv" || fail "the killed and resumed run differs from the uninterrupted one"
-echo "killed after step $done_steps (SIGKILL), resumed from its last checkpoint: loss.csv bit-identical"
+echo "killed after step $done_steps (SIGKILL), resumed from its last checkpoint (safetensors): loss.csv bit-identical"
 
 # sample: the prompt, then the new characters
 out=$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "The " --tokens 30 --seed 3)
@@ -59,6 +60,8 @@ case "$out" in "The "*) ;; *) fail "sample does not start with the prompt: $out"
 [ "$(printf '%s' "$out" | wc -m)" -ge 30 ] || fail "sample too short: $out"
 [ "$out" = "$("$xgrad" sample --checkpoint "$dir/a/checkpoint.npz" --prompt "The " --tokens 30 --seed 3)" ] ||
   fail "same seed, different samples"
+[ "$out" = "$("$xgrad" sample --checkpoint "$dir/k/checkpoint.safetensors" --prompt "The " --tokens 30 --seed 3)" ] ||
+  fail "the resumed run's safetensors checkpoint samples otherwise than the uninterrupted run's npz"
 echo "sample: $(printf '%s' "$out" | head -n 1)"
 
 expect_error "unknown prompt character" "the character '€' (U+20AC) at byte 0 is not in the vocabulary" \

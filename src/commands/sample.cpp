@@ -38,7 +38,7 @@ struct SampleOptions {
 gpt_task::LoadedModel load_nanogpt(const SampleOptions& o) {
     if (o.vocab_text.empty() || o.n_head == 0)
         throw value_error(o.checkpoint + ": has no xgrad config; a nanoGPT state dict needs --vocab-text and --n_head");
-    const auto arrays = io::read_npz(o.checkpoint);
+    const auto arrays = io::read_arrays(o.checkpoint);
     const nn::GPTConfig c = gpt_task::nanogpt_config(arrays, o.n_head, nn::GeluForm::erf, o.checkpoint);
     const text::Corpus corpus = text::Corpus::map_file(o.vocab_text);
     gpt_task::LoadedModel m;

@@ -164,18 +164,19 @@ int resume_checkpoint(const dist::Context& ctx, const Options& o, const char* co
 }
 
 // The folder of a finished run, written by rank 0: metrics.json (with "world_size" added),
-// loss.csv, loss.png (drawn from `curve`), attention.png and checkpoint.npz (the model, the
+// loss.csv, loss.png (drawn from `curve`), attention.png and the checkpoint (the model, the
 // optimizer, `steps`, every rank's generators and the model `config`; the other ranks only send
-// their generators). Everything is encoded before the folder is made and every file is written
+// their generators; `checkpoint` names it, .npz or .safetensors). Everything is encoded before the folder is made and every file is written
 // atomically: a failure leaves no half-filled output.
 template <class Model, class Optimizer>
 void write_train_outputs(const dist::Context& ctx, const std::string& dir, const nlohmann::json& metrics,
                          const std::string& csv, const LossCurve& curve,
                          const std::vector<unsigned char>& attention_png, const Model& model,
                          const Optimizer& optimizer, int steps, const io::NamedGenerators& generators,
-                         const std::map<std::string, std::int64_t>& config) {
+                         const std::map<std::string, std::int64_t>& config,
+                         const std::string& checkpoint = "checkpoint.npz") {
     const std::filesystem::path out(dir);
-    if (!ctx.is_root()) return dist::save_checkpoint(ctx, out / "checkpoint.npz", model, optimizer, steps, generators, config);
+    if (!ctx.is_root()) return dist::save_checkpoint(ctx, out / checkpoint, model, optimizer, steps, generators, config);
     const auto loss_png = loss_chart_png(curve);
     std::filesystem::create_directories(out);
     nlohmann::json all_metrics = metrics;
@@ -184,7 +185,7 @@ void write_train_outputs(const dist::Context& ctx, const std::string& dir, const
     write_text(out / "loss.csv", csv);
     write_png(out / "loss.png", loss_png);
     write_png(out / "attention.png", attention_png);
-    dist::save_checkpoint(ctx, out / "checkpoint.npz", model, optimizer, steps, generators, config);
+    dist::save_checkpoint(ctx, out / checkpoint, model, optimizer, steps, generators, config);
 }
 
 }  // namespace xgrad::cli

@@ -59,6 +59,8 @@ struct DecoderTrainOptions {
     int log_every = 100;
     bool quiet = false, verbose = false, deterministic = false;
     std::string out, resume;
+    std::string checkpoint_format = "npz";
+    std::string checkpoint_name() const { return "checkpoint." + checkpoint_format; }
 };
 
 // The options both commands take, under nanoGPT's names (the model's are the family's).
@@ -80,8 +82,12 @@ inline void add_decoder_train_options(CLI::App& cmd, DecoderTrainOptions& o) {
     cmd.add_option("--eval_interval", o.eval_every, "train and val loss (and a sample) every N steps")->check(at_least(1));
     cmd.add_option("--eval_iters", o.eval_iters, "batches per split at each evaluation")->check(at_least(1));
     cmd.add_option("--checkpoint-every", o.checkpoint_every,
-                   "write --out/checkpoint.npz every N steps (default: at each evaluation)")
+                   "write the checkpoint every N steps (default: at each evaluation)")
         ->check(at_least(1));
+    cmd.add_option("--checkpoint-format", o.checkpoint_format,
+                   "npz or safetensors: --out/checkpoint.npz or checkpoint.safetensors (the model, the optimizer, the "
+                   "generators and the config; every reader takes either)")
+        ->check(CLI::IsMember({"npz", "safetensors"}));
     cmd.add_option("--sample-tokens", o.sample_tokens, "length of the sample shown at each evaluation")
         ->check(between(1, 100000));
     cmd.add_option("--dtype", o.dtype,
@@ -92,8 +98,8 @@ inline void add_decoder_train_options(CLI::App& cmd, DecoderTrainOptions& o) {
     cmd.add_option("--threads", o.threads, "threads (default: every core, at most 8)")->check(between(0, 64));
     add_progress_options(cmd, o);
     cmd.add_option("--out", o.out, "folder for metrics.json, loss.csv, loss.png, attention.png, samples.txt, "
-                                   "checkpoint.npz and the model's files (default: none)");
-    cmd.add_option("--resume", o.resume, "continue from a checkpoint.npz of a run with the same options, up to --max_iters")
+                                   "the checkpoint and the model's files (default: none)");
+    cmd.add_option("--resume", o.resume, "continue from a checkpoint (.npz or .safetensors) of a run with the same options, up to --max_iters")
         ->check(existing_file_on_rank0());
     add_data_parallel_options(cmd, o);
 }
@@ -242,7 +248,7 @@ int train_decoder(Family& family, DecoderTrainOptions o) {
         if (root) write_text(out / "loss.csv", csv);  // before the checkpoint: a resume finds its rows
         // a checkpoint of a BPE or SentencePiece tokenizer reads its files beside it
         if (root && !tokenizer_written) io::write_folder_tokenizer(out, tok), tokenizer_written = true;
-        dist::save_checkpoint(ctx, out / "checkpoint.npz", model, adamw, step, generators, config);
+        dist::save_checkpoint(ctx, out / o.checkpoint_name(), model, adamw, step, generators, config);
     };
     if (first_step == 1) {
         const std::string sample = evaluate(0);
@@ -307,10 +313,11 @@ int train_decoder(Family& family, DecoderTrainOptions o) {
     if (root) attention = gpt_task::attention_png(model, tok, windows, o.steps);
     std::string model_files;
     if (root) std::filesystem::create_directories(out), model_files = family.write_model(model, tok, out);
-    write_train_outputs(ctx, o.out, metrics, csv, curve, attention, model, adamw, o.steps, generators, config);
+    write_train_outputs(ctx, o.out, metrics, csv, curve, attention, model, adamw, o.steps, generators, config,
+                        o.checkpoint_name());
     if (root) write_text(out / "samples.txt", fmt::format("{}\n", fmt::join(samples, "\n\n----\n\n")));
-    say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, samples.txt, checkpoint.npz; {}",
-                    o.out, model_files));
+    say(fmt::format("wrote {}: metrics.json, loss.csv, loss.png, attention.png, samples.txt, {}; {}", o.out,
+                    o.checkpoint_name(), model_files));
     return 0;
 }
 

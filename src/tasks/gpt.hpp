@@ -180,7 +180,7 @@ struct LoadedModel {
     std::size_t usable_vocab = 0;  // tokens past it are padding (llm.c), never sampled
 };
 
-// A `train gpt` checkpoint (.npz with its config), an llm.c model file (.bin), or a folder in
+// A `train gpt` checkpoint (.npz or .safetensors with its config), an llm.c model file (.bin), or a folder in
 // Hugging Face's GPT-2 layout (io/gpt_folder.hpp: config.json, model.safetensors, the BPE files).
 inline LoadedModel load_model(const std::filesystem::path& path) {
     LoadedModel out;

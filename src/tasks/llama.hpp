@@ -75,7 +75,7 @@ inline bool is_llama2c(const std::filesystem::path& file) {
 // Whether `path` holds a Llama: a llama2.c .bin, a `train llama` checkpoint or a Llama folder.
 inline bool is_llama(const std::filesystem::path& path) {
     if (std::filesystem::is_directory(path)) return io::is_llama_folder(path);
-    return is_llama2c(path) || (path.extension() == ".npz" && is_llama_checkpoint(io::read_checkpoint_config(path)));
+    return is_llama2c(path) || (path.extension() != ".bin" && is_llama_checkpoint(io::read_checkpoint_config(path)));
 }
 
 struct LoadedLlama {
@@ -84,7 +84,7 @@ struct LoadedLlama {
     std::size_t usable_vocab = 0;
 };
 
-// A llama2.c checkpoint (.bin, the file run.c reads), a `train llama` checkpoint.npz or a folder in
+// A llama2.c checkpoint (.bin, the file run.c reads), a `train llama` checkpoint (.npz or .safetensors) or a folder in
 // Hugging Face's layout (io/llama_folder.hpp), in eval mode.
 inline LoadedLlama load_llama(const std::filesystem::path& path) {
     if (std::filesystem::is_directory(path)) {

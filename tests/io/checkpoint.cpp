@@ -70,9 +70,9 @@ std::vector<double> train(Run& run, Opt& opt, int steps) {
 }
 
 template <class Opt, class Options>
-void check_resume(const Options& options) {
+void check_resume(const Options& options, const char* file = "ckpt.npz") {
     ScratchDir dir;
-    const auto path = dir.path / "ckpt.npz";
+    const auto path = dir.path / file;
     Run straight(1, 5);
     Opt straight_opt(straight.net, options);
     const auto all = train(straight, straight_opt, 7);
@@ -116,6 +116,9 @@ TEST_CASE("checkpoint: N steps, save, load into a fresh model, M steps == N+M st
     SUBCASE("SGD with nesterov momentum") {
         check_resume<optim::SGD<double>>(optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
     }
+    SUBCASE("AdamW, the checkpoint a .safetensors file") {
+        check_resume<optim::AdamW<double>>(optim::AdamWOptions{.lr = 1e-2}, "ckpt.safetensors");
+    }
 }
 
 TEST_CASE("checkpoint: the file is a state dict plus train_state/ entries") {
@@ -138,6 +141,9 @@ TEST_CASE("checkpoint: the file is a state dict plus train_state/ entries") {
     const io::CheckpointConfig config{{"heads", 2}, {"causal", 1}, {"seq", 5}};
     io::save_checkpoint(dir.path / "cfg.npz", run.net, adam, 2, run.generators(), config);
     CHECK(io::read_checkpoint_config(dir.path / "cfg.npz") == config);
+    io::save_checkpoint(dir.path / "cfg.safetensors", run.net, adam, 2, run.generators(), config);  // by the extension
+    CHECK(io::read_safetensors(dir.path / "cfg.safetensors").size() == arrays.size() + config.size());
+    CHECK(io::read_checkpoint_config(dir.path / "cfg.safetensors") == config);
     optim::Adam other_adam(other.net, {.lr = 1e-2});
     CHECK(io::load_checkpoint(dir.path / "cfg.npz", other.net, other_adam, other.generators()) == 2);
     auto edited = io::read_npz(dir.path / "cfg.npz");

@@ -1,5 +1,6 @@
-// Training checkpoints: everything a run needs to continue bit for bit, in one .npz written
-// atomically (a killed save leaves the previous file, never a broken one):
+// Training checkpoints: everything a run needs to continue bit for bit, in one file written
+// atomically (a killed save leaves the previous file, never a broken one), .npz or .safetensors by
+// the path's extension as state dicts (state_dict.hpp):
 //
 //   <parameter name>                        the model's state dict (torch names), as save_state_dict
 //   train_state/step                        int64 ()   optimizer steps taken so far
@@ -12,7 +13,7 @@
 //   auto gens = named_generators(model, "model.");   // "model.layers.0.dropout.generator", ...
 //   gens.emplace_back("data", &data_gen);
 //   io::save_checkpoint("ckpt.npz", model, adam, step, gens, {{"heads", 4}});
-//   step = io::load_checkpoint("ckpt.npz", model, adam, gens);
+//   step = io::load_checkpoint("ckpt.npz", model, adam, gens);      // or "ckpt.safetensors" both times
 //   auto config = io::read_checkpoint_config("ckpt.npz");   // {{"heads", 4}}: build the model first
 //
 // load_state_dict and numpy see the parameters (the train_state/ entries are skipped there).
@@ -175,7 +176,7 @@ void save_checkpoint(const std::filesystem::path& path, const M& model, const Op
         arrays.emplace(detail::rng_prefix + name, NpyArray::from(xt::adapt(words, {words.size()})));
     }
     for (const auto& [key, value] : config) arrays.emplace(detail::config_prefix + key, detail::scalar_array(value));
-    write_npz(path, arrays, compress);
+    write_arrays(path, arrays, compress);
 }
 
 // A state dict with a config (as save_checkpoint stores it) and no training state: a model a tool
@@ -185,14 +186,14 @@ template <class M>
 void save_model_with_config(const std::filesystem::path& path, const M& model, const CheckpointConfig& config) {
     auto arrays = state_dict(model);
     for (const auto& [key, value] : config) arrays.emplace(detail::config_prefix + key, detail::scalar_array(value));
-    write_npz(path, arrays);
+    write_arrays(path, arrays);
 }
 
 // The config save_checkpoint stored (empty if none); io_error naming the file and the entry if one
 // is not an int64 scalar.
 inline CheckpointConfig read_checkpoint_config(const std::filesystem::path& path) {
     CheckpointConfig config;
-    for (const auto& [key, a] : read_npz(path)) {
+    for (const auto& [key, a] : read_arrays(path)) {
         if (key.compare(0, detail::config_prefix.size(), detail::config_prefix) != 0) continue;
         if (a.dtype != Dtype::int64 || !a.shape.empty())
             throw io_error(a.source + ": a checkpoint config entry must be a () int64 array, got " + dtype_name(a.dtype) +
@@ -209,7 +210,7 @@ template <class M, class Opt>
 std::int64_t load_checkpoint(const std::filesystem::path& path, M& model, Opt& optimizer,
                              const NamedGenerators& generators = {}) {
     const std::string file = path.string();
-    const auto arrays = read_npz(path);
+    const auto arrays = read_arrays(path);
     detail::EntryReader r(arrays);
     const auto step = r.scalar<std::int64_t>(std::string(train_state_prefix) + "step");
     if (step && *step < 0) r.problems.push_back(std::string(train_state_prefix) + "step is negative");
