@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -44,16 +46,63 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
+struct Merge {
+    std::int32_t rank, id;
+};
+
+// The merges by pair of ids, (left << 32 | right) -> rank and merged id: open addressing in a
+// power-of-two table at most half full, probed linearly (a merge rule is looked up for every pair
+// of every new piece: this is most of the first encoding of a text). No key is all ones: ids are
+// below 2^31.
+class MergeTable {
+public:
+    const Merge* find(std::uint64_t key) const {
+        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+            if (slots_[i].key == key) return &slots_[i].merge;
+            if (slots_[i].key == empty) return nullptr;
+        }
+    }
+    // false (and nothing changed) if the pair has a merge already
+    bool insert(std::uint64_t key, Merge m) {
+        if (2 * (size_ + 1) > slots_.size()) rehash(std::max<std::size_t>(16, 2 * slots_.size()));
+        std::size_t i = home(key);
+        for (; slots_[i].key != empty; i = (i + 1) & mask_)
+            if (slots_[i].key == key) return false;
+        slots_[i] = {key, m}, ++size_;
+        return true;
+    }
+    void reserve(std::size_t n) {
+        std::size_t capacity = 16;
+        while (capacity < 2 * n) capacity *= 2;
+        if (capacity > slots_.size()) rehash(capacity);
+    }
+    std::size_t size() const { return size_; }
+
+private:
+    static constexpr std::uint64_t empty = ~std::uint64_t(0);
+    struct Slot {
+        std::uint64_t key = empty;
+        Merge merge{};
+    };
+    std::size_t home(std::uint64_t key) const { return std::size_t((key * 0x9E3779B97F4A7C15ull) >> 32) & mask_; }
+    void rehash(std::size_t capacity) {
+        std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(capacity));
+        mask_ = capacity - 1, size_ = 0;
+        for (const Slot& s : old)
+            if (s.key != empty) insert(s.key, s.merge);
+    }
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0, size_ = 0;
+};
+
 }  // namespace
 
 struct BpeModel::Impl {
     std::vector<std::string> token_bytes;  // by id: a vocabulary of N tokens numbers them 0..N-1
     StringMap<std::int32_t> id_by_token;   // as the vocabulary writes them ("Ġthe")
     std::array<std::int32_t, 256> byte_id{};
-    struct Merge {
-        std::int32_t rank, id;
-    };
-    std::unordered_map<std::uint64_t, Merge> merges;  // (left id << 32 | right id) -> rank, merged id
+    MergeTable merges;
+    std::vector<std::uint64_t> pairs_by_rank;  // the merges' (left << 32 | right), in the file's order
     std::optional<std::int32_t> end_of_text_id;
     pcre2_code* pattern = nullptr;
     bool jit = false;  // the pattern is JIT-compiled: matched by pcre2_jit_match, which skips the checks
@@ -72,8 +121,8 @@ struct BpeModel::Impl {
             std::uint64_t best_key = 0;
             for (std::size_t i = 0; i + 1 < word.size(); ++i) {
                 const std::uint64_t key = std::uint64_t(std::uint32_t(word[i])) << 32 | std::uint32_t(word[i + 1]);
-                const auto it = merges.find(key);
-                if (it != merges.end() && it->second.rank < best.rank) best = it->second, best_key = key;
+                const Merge* m = merges.find(key);
+                if (m && m->rank < best.rank) best = *m, best_key = key;
             }
             if (best.id < 0) break;
             // every occurrence of the pair, left to right
@@ -195,10 +244,11 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
         const std::int32_t left_id = id(left), right_id = id(right), merged = id(std::string(left) + std::string(right));
         const std::uint64_t key = std::uint64_t(std::uint32_t(left_id)) << 32 | std::uint32_t(right_id);
         const auto rank = std::int32_t(impl->merges.size());
-        if (!impl->merges.emplace(key, Impl::Merge{rank, merged}).second)
+        if (!impl->merges.insert(key, Merge{rank, merged}))
             throw io_error(where + ": the merge '" + std::string(line) + "' is given twice");
+        impl->pairs_by_rank.push_back(key);
     }
-    if (impl->merges.empty()) throw io_error(merges_name + ": has no merges");
+    if (impl->merges.size() == 0) throw io_error(merges_name + ": has no merges");
     impl->cache.reserve(cache_limit);  // no rehashing while a first text fills it
 
     int code = 0;
@@ -266,10 +316,8 @@ std::string BpeModel::vocab_json() const {
 std::string BpeModel::merges_txt() const {
     std::vector<const std::string*> token_of(impl_->token_bytes.size(), nullptr);
     for (const auto& [token, id] : impl_->id_by_token) token_of[std::size_t(id)] = &token;
-    std::vector<std::uint64_t> by_rank(impl_->merges.size());
-    for (const auto& [pair, merge] : impl_->merges) by_rank[std::size_t(merge.rank)] = pair;
     std::string out = "#version: 0.2\n";
-    for (const std::uint64_t pair : by_rank)
+    for (const std::uint64_t pair : impl_->pairs_by_rank)
         out += *token_of[pair >> 32] + " " + *token_of[pair & 0xffffffff] + "\n";
     return out;
 }
