@@ -1,15 +1,25 @@
 // Patching queries and keys (inspect/query_key.hpp) on nn::GPT and a grouped-query nn::Llama (its
 // rotated queries and keys): the batched exact sweep against one patched forward, and AtP*'s
 // recomputed softmax against AtP's linearization: closer to exact patching for each query and each
-// key, the more so where attention is sharp (the case AtP* corrects).
+// key, the more so where attention is sharp (the case AtP* corrects). Every estimate on nanoGPT's
+// model.py against PyTorch (tests/fixtures/make_patch.py, the fixtures of `xgrad patch`).
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <xtensor/xview.hpp>
 
+#include "study/gpt_files.hpp"
+#include "study/json_config.hpp"
+#include "support/fixtures.hpp"
 #include "xgrad/inspect/query_key.hpp"
 
 namespace test_inspect_query_key {
@@ -117,6 +127,41 @@ TEST_CASE("AtP*: with sharp attention, the recomputed softmax is closer to exact
                               sharpness);
         check_atp_star_closer(patching::query_key_patching(sharp_llama(sharpness), clean, corrupt, logit_diff),
                               "grouped-query Llama", sharpness);
+    }
+}
+
+TEST_CASE("query and key patching: every estimate as PyTorch computes it on nanoGPT's model.py, in double") {
+    namespace fs = std::filesystem;
+    const fs::path fixtures = XGRAD_FIXTURES;
+    const auto [config, files] = cli::read_gpt_model(fixtures / "gpt" / "gpt_cli");
+    const auto& model = std::get<nn::GPT<double>>(files);
+    for (const std::string kind : {"logit_diff", "loss"}) {
+        const fs::path in = fixtures / "patch" / kind;
+        const Ids clean = cli::read_gpt_ids(in, "clean", config, false), corrupt = cli::read_gpt_ids(in, "corrupt", config, false);
+        patching::Metric m;
+        if (kind == "loss") {
+            m.kind = patching::Metric::Kind::loss, m.targets = cli::read_gpt_ids(in, "targets", config, true);
+        } else {
+            const auto j = cli::parse_config_object(cli::read_config_text(in / "metric.json"), kind);
+            m.correct = j.at("correct").get<std::vector<std::int64_t>>(), m.wrong = j.at("wrong").get<std::vector<std::int64_t>>();
+        }
+        const auto r = patching::query_key_patching(model, clean, corrupt, m);
+        const testing::Fixtures torch{"patch/" + kind + "/query_key"};
+        using Named = std::pair<const char*, const patching::QueryKeyEstimates*>;
+        for (const auto& [method, e] : std::array<Named, 3>{{{"exact", &r.exact}, {"atp", &r.atp}, {"atp_star", &r.atp_star}}}) {
+            const std::string name = std::string(method) + ".";
+            double worst = 0, relative = 0;  // relative: |xgrad - torch| / |torch| where torch is not 0
+            const auto check = [&](const auto& ours, const auto& ref, const std::string& estimate) {
+                testing::check_parity(ours, ref, kind + " " + name + estimate, worst);
+                for (std::size_t i = 0; i < ref.size(); ++i)
+                    if (const double want = ref.data()[i]; want != 0)
+                        relative = std::max(relative, std::abs(ours.data()[i] - want) / std::abs(want));
+            };
+            check(e->q_head, torch.get<2>(name + "q_head"), "q_head"), check(e->k_head, torch.get<2>(name + "k_head"), "k_head");
+            check(e->q_head_pos, torch.get<3>(name + "q_head_pos"), "q_head_pos");
+            check(e->k_head_pos, torch.get<3>(name + "k_head_pos"), "k_head_pos");
+            MESSAGE(kind << ", " << name << "*: worst |xgrad - torch| / (1 + |torch|) " << worst << ", / |torch| " << relative);
+        }
     }
 }
 
