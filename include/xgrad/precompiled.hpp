@@ -85,6 +85,10 @@
 // reaches it, so it is compiled once, in libxgrad's kernels unit, and neither in the library's
 // other units nor in a program.
 #define XGRAD_PRECOMPILED_KERNELS(EXTERN, T)                                                                      \
+    EXTERN template simd::Vec<T> simd::exp<T>(simd::Vec<T>);                                                      \
+    EXTERN template simd::Vec<T> simd::log<T>(simd::Vec<T>);                                                      \
+    EXTERN template simd::Vec<T> simd::tanh<T>(simd::Vec<T>);                                                     \
+    EXTERN template simd::Vec<T> simd::erf<T>(simd::Vec<T>);                                                      \
     EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
                                           const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
                                           const T*);                                                              \

@@ -102,10 +102,26 @@ template <class B, class F>
         return f(v);
 }
 
-// The natural log of each lane.
+// xsimd's exp, log, tanh and erf of each lane (an expression's loop, linear's GELU, the normal
+// generator). Not inline: a program that links libxgrad calls the library's (xgrad/precompiled.hpp),
+// because g++ 12 warns falsely ("'__Y' may be used uninitialized") where their AVX-512 intrinsics
+// are inlined into a unit built from a precompiled header, which keeps none of core/intrinsics.hpp's
+// diagnostic pragmas.
 template <class T>
-[[gnu::always_inline]] inline Vec<T> log(Vec<T> v) {
+Vec<T> exp(Vec<T> v) {
+    return apply_math([](auto b) { return xsimd::exp(b); }, v);
+}
+template <class T>
+Vec<T> log(Vec<T> v) {
     return apply_math([](auto b) { return xsimd::log(b); }, v);
+}
+template <class T>
+Vec<T> tanh(Vec<T> v) {
+    return apply_math([](auto b) { return xsimd::tanh(b); }, v);
+}
+template <class T>
+Vec<T> erf(Vec<T> v) {
+    return apply_math([](auto b) { return xsimd::erf(b); }, v);
 }
 
 }  // namespace xgrad::simd

@@ -17,20 +17,18 @@ X lit(double v) {
     else return X(typename X::value_type(v));
 }
 
-// exp_of, log_of, sqrt_of, tanh_of, erf_of: std:: on a float or a double, xsimd:: on a batch (found
-// by argument-dependent lookup, through simd::apply_math)
-#define XGRAD_DETAIL_MATH_OF(F)                                  \
-    template <class X>                                           \
-    X F##_of(X x) {                                              \
-        using std::F;                                            \
-        if constexpr (std::is_floating_point_v<X>) return F(x);  \
-        else return simd::apply_math([](auto b) { return F(b); }, x); \
+// exp_of, log_of, sqrt_of, tanh_of, erf_of: std:: on a float or a double, simd:: on a batch
+#define XGRAD_DETAIL_MATH_OF(F, ON_BATCH)                       \
+    template <class X>                                          \
+    X F##_of(X x) {                                             \
+        if constexpr (std::is_floating_point_v<X>) return std::F(x); \
+        else return ON_BATCH;                                   \
     }
-XGRAD_DETAIL_MATH_OF(exp)
-XGRAD_DETAIL_MATH_OF(log)
-XGRAD_DETAIL_MATH_OF(sqrt)
-XGRAD_DETAIL_MATH_OF(tanh)
-XGRAD_DETAIL_MATH_OF(erf)
+XGRAD_DETAIL_MATH_OF(exp, simd::exp(x))
+XGRAD_DETAIL_MATH_OF(log, simd::log(x))
+XGRAD_DETAIL_MATH_OF(sqrt, simd::apply_math([](auto b) { return xsimd::sqrt(b); }, x))
+XGRAD_DETAIL_MATH_OF(tanh, simd::tanh(x))
+XGRAD_DETAIL_MATH_OF(erf, simd::erf(x))
 #undef XGRAD_DETAIL_MATH_OF
 
 // 1 / (1 + e^-x), stable on both tails: e^x / (1 + e^x) below 0. A batch takes each lane's form.
