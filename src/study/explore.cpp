@@ -108,7 +108,7 @@ ExploreData explore_decoder(Loaded m, const ExploreOptions& o) {
 
     ExploreData data;
     const std::string summary = decoder_summary(model);
-    data.title = fmt::format("{} {}", summary.substr(0, summary.find(',')), o.source.filename().string());
+    data.title = fmt::format("{} {}", summary.substr(0, summary.find(',')), o.source_name());
     data.description = fmt::format("{}; input: {}; loss: cross-entropy of the next token", summary, input);
     ExploreInput& tokens = data.inputs.emplace_back(ExploreInput{"tokens", {}});
     for (std::size_t t = 0; t < T; ++t) tokens.tokens.push_back(shown(ids[t]));
@@ -157,7 +157,7 @@ ExploreData explore_copy(const ExploreOptions& o, const io::CheckpointConfig& co
         }
     }
     ExploreData data;
-    data.title = fmt::format("copy task {}", o.source.filename().string());
+    data.title = fmt::format("copy task {}", o.source_name());
     data.description = fmt::format("copy task: {} tokens, a separator, the same tokens; vocabulary {}, embedding {}, {} "
                                    "heads, {}; input: {}; loss: cross-entropy of the copied half", n, options.vocab,
                                    options.embed, options.heads, options.causal ? "causal" : "not causal",
@@ -196,7 +196,7 @@ ExploreData explore_sort(const ExploreOptions& o, const io::CheckpointConfig& co
         for (std::size_t k = 0; k < n; ++k) batch.targets(k) = sorted[k], batch.tgt_in(0, k) = k ? sorted[k - 1] : batch.tgt_in(0, 0);
     }
     ExploreData data;
-    data.title = fmt::format("sort task {}", o.source.filename().string());
+    data.title = fmt::format("sort task {}", o.source_name());
     data.description = fmt::format("sort task: {} digits in [0, {}) in, sorted out; Transformer {} + {} layers, d_model {}, "
                                    "{} heads; input: {}; loss: cross-entropy of the sorted digits (teacher forcing)", n,
                                    options.vocab, options.layers, options.layers, options.d_model, options.heads,

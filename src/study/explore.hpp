@@ -91,6 +91,12 @@ struct ExploreOptions {
     std::size_t sequence = 0;          // which sequence of a batched folder input
     int head_sequences = 64;           // sequences for the head reports (0: none)
     std::uint64_t seed = 12345;
+
+    // The source's last part for titles: "checkpoint.npz", or "gpt2" for "models/gpt2/".
+    std::string source_name() const {
+        const std::filesystem::path p = source.lexically_normal();  // "gpt2/" keeps its slash: no filename
+        return (p.has_filename() ? p : p.parent_path()).filename().string();
+    }
 };
 
 // Runs the model named by o.source (see explore.cpp); io_error / value_error / shape_error naming

@@ -46,8 +46,9 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
 done >"$work/text.txt"
 "$xgrad" heads --model "$dir" --text "$work/text.txt" --sequences 4 >"$work/heads.txt" || fail "heads --model"
 grep -q "previous-token head(s)" "$work/heads.txt" || fail "heads printed no summary"
-"$xgrad" explore --model "$dir" --text "The cat sat on the mat." --head-sequences 0 --out "$work/page.html" >/dev/null ||
+said=$("$xgrad" explore --model "$dir/" --text "The cat sat on the mat." --head-sequences 0 --out "$work/page.html") ||
   fail "explore --model"
+case $said in "GPT gpt2-folder: "*) ;; *) fail "explore does not name the folder given with a slash: $said" ;; esac
 [ -s "$work/page.html" ] || fail "explore wrote no page"
 mkdir "$work/in"
 cp "$dir/reference/idx.npy" "$dir/reference/targets.npy" "$work/in/"
