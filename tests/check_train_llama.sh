@@ -125,33 +125,15 @@ patch_texts() {  # patch_texts OUT MODEL_OPTIONS...
 patch_texts "$dir/patch_folder" --model "$dir/a"
 patch_texts "$dir/patch_checkpoint" --checkpoint "$dir/a/checkpoint.npz"
 patch_texts "$dir/patch_hf" --model "$dir/hf"
-/usr/bin/python3 - "$dir/patch_folder" "$ids" <<'PY' || fail "patch --model on a Llama folder: the files or their values"
-import os, sys
-import numpy as np
-d, ids = sys.argv[1] + "/", [int(i) for i in sys.argv[2].split(",")]
+/usr/bin/python3 - "$ids" <<'PY' || fail "the patch texts' ids differ in more than the last"
+import sys
+ids = [int(i) for i in sys.argv[1].split(",")]
 T = len(ids) // 2
-assert ids[:T - 1] == ids[T:-1] and ids[T - 1] != ids[-1], ids  # the texts' ids differ in the last one only
-L, H = 2, 2
-shapes = {"clean_metric": (), "corrupt_metric": (), "patch.head": (L, H), "patch.head_pos": (L, H, T),
-          "patch.resid_pre": (L, T), "patch.attn_out": (L, T), "patch.mlp_out": (L, T), "atp.head": (L, H),
-          "atp.head_pos": (L, H, T), "atp.resid_pre": (L, T), "dla.head": (L, H), "dla.mlp": (L,),
-          "logit_lens": (L + 1,), "ig.embed": (1, T), "ig.completeness": ()}
-assert sorted(os.listdir(d)) == sorted([n + ".npy" for n in shapes] + ["patch.png"]), sorted(os.listdir(d))
-a = {n: np.load(d + n + ".npy") for n in shapes}
-for n, shape in shapes.items():
-    assert a[n].shape == shape and a[n].dtype == np.float64, (n, a[n].shape, a[n].dtype)
-clean, corrupt = float(a["clean_metric"]), float(a["corrupt_metric"])
-tol = 1e-5 * (1 + abs(clean) + abs(corrupt))  # float32 rounding
-assert abs(clean - corrupt) > 100 * tol, (clean, corrupt)
-near = lambda x, v: np.abs(x - v).max() < tol
-assert near(a["patch.resid_pre"][:, -1], clean), (a["patch.resid_pre"], clean)
-for n in ("patch.resid_pre", "patch.attn_out", "patch.mlp_out", "patch.head_pos"):
-    assert near(a[n][..., :-1], corrupt), (n, a[n], corrupt)
-for n in ("atp.resid_pre", "atp.head_pos", "ig.embed"):
-    assert not a[n][..., :-1].any() and a[n][..., -1].all(), (n, a[n])
-assert near(a["logit_lens"][-1], clean), (a["logit_lens"], clean)  # the final residual's reading is the metric
-print(f"patch --model on a Llama folder: clean metric {clean:.6f}, corrupted {corrupt:.6f}")
+assert ids[:T - 1] == ids[T:-1] and ids[T - 1] != ids[-1], ids
 PY
+T=$(( $(echo "$ids" | tr ',' '\n' | wc -l) / 2 ))
+/usr/bin/python3 "$(dirname "$0")/cli/check_patch_last_token.py" "$dir/patch_folder" 2 2 "$T" 1e-5 "--model on a Llama folder" ||
+  fail "patch --model on a Llama folder: the files or their values"
 for f in "$dir/patch_folder"/*; do
   cmp "$f" "$dir/patch_checkpoint/${f##*/}" || fail "patch --model and --checkpoint differ in ${f##*/}"
   cmp "$f" "$dir/patch_hf/${f##*/}" || fail "patch on the folder exported from model.bin differs in ${f##*/}"

@@ -79,31 +79,8 @@ cmp "$work/ft/model.safetensors" "$work/g/model.safetensors" || fail "folder -> 
 ids() { printf '%s' "$1" | "$xgrad" tokenize --model "$dir"; }
 "$xgrad" patch --model "$dir" --clean-text "The cat sat on the mat" --corrupt-text "The cat sat on the hat" \
   --correct " the" --wrong " a" --ig-steps 8 --to "$work/patch" || fail "patch --model"
-/usr/bin/python3 - "$work/patch" <<'PY' || fail "patch --model: the files or their values"
-import os, sys
-import numpy as np
-d = sys.argv[1] + "/"
-L, H, T = 2, 2, 6  # The| cat| sat| on| the| mat
-shapes = {"clean_metric": (), "corrupt_metric": (), "patch.head": (L, H), "patch.head_pos": (L, H, T),
-          "patch.resid_pre": (L, T), "patch.attn_out": (L, T), "patch.mlp_out": (L, T), "atp.head": (L, H),
-          "atp.head_pos": (L, H, T), "atp.resid_pre": (L, T), "dla.head": (L, H), "dla.mlp": (L,),
-          "logit_lens": (L + 1,), "ig.embed": (1, T), "ig.completeness": ()}
-assert sorted(os.listdir(d)) == sorted([n + ".npy" for n in shapes] + ["patch.png"]), sorted(os.listdir(d))
-a = {n: np.load(d + n + ".npy") for n in shapes}
-for n, shape in shapes.items():
-    assert a[n].shape == shape and a[n].dtype == np.float64, (n, a[n].shape, a[n].dtype)
-clean, corrupt = float(a["clean_metric"]), float(a["corrupt_metric"])
-assert abs(clean - corrupt) > 0.05, (clean, corrupt)
-near = lambda x, v: np.abs(x - v).max() < 1e-6  # float32 rounding; the runs' metrics are 0.1 apart
-assert near(a["patch.resid_pre"][:, -1], clean), (a["patch.resid_pre"], clean)
-for n in ("patch.resid_pre", "patch.attn_out", "patch.mlp_out", "patch.head_pos"):
-    assert near(a[n][..., :-1], corrupt), (n, a[n], corrupt)
-for n in ("atp.resid_pre", "atp.head_pos", "ig.embed"):
-    assert not a[n][..., :-1].any() and a[n][..., -1].all(), (n, a[n])
-assert near(a["logit_lens"][-1], clean), (a["logit_lens"], clean)  # the final residual's reading is the metric
-print(f"patch --model: clean metric {clean:.6f}, corrupted {corrupt:.6f}; resid_pre at the last position: "
-      f"{a['patch.resid_pre'][:, -1]}")
-PY
+/usr/bin/python3 "$(dirname "$0")/../cli/check_patch_last_token.py" "$work/patch" 2 2 6 1e-6 "--model on GPT-2's folder" ||
+  fail "patch --model: the files or their values"
 "$xgrad" export "$dir" "$work/patch.npz" >/dev/null
 /usr/bin/python3 - "$work/patch.npz" "$work/patch-in" "$(ids 'The cat sat on the mat')" "$(ids 'The cat sat on the hat')" \
   "$(ids ' the')" "$(ids ' a')" <<'PY' || fail "patch --from: writing its files"
