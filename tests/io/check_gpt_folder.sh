@@ -136,6 +136,33 @@ expect_error "$bad/model.safetensors: tensor 'h.2." "$xgrad" sample --model "$ba
 set_bad 's/x/x/'
 head -c 1000 "$dir/model.safetensors" >"$bad/model.safetensors"
 expect_error "$bad/model.safetensors" "$xgrad" sample --model "$bad" --prompt Hi
+# a header edited by edit_header.py KIND (an unknown dtype, overlapping offsets, a length past the end)
+cat >"$work/edit_header.py" <<'PY'
+import json, struct, sys
+path, kind = sys.argv[1:]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+first, second = sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"])[:2]
+if kind == "dtype":
+    header[first]["dtype"] = "F8_E4M3"
+elif kind == "overlap":
+    header[second]["data_offsets"] = [header[second]["data_offsets"][0] - 4, header[second]["data_offsets"][1] - 4]
+text = json.dumps(header).encode()
+length = len(text) + len(data) + 1 if kind == "length" else len(text)  # one byte past the end
+open(path, "wb").write(struct.pack("<Q", length) + text + data)
+PY
+for kind in dtype overlap length; do
+  set_bad 's/x/x/'
+  /usr/bin/python3 "$work/edit_header.py" "$bad/model.safetensors" "$kind"
+  case $kind in
+    dtype) said="dtype 'F8_E4M3' is unknown or not supported" ;;
+    overlap) said='overlap tensor' ;;
+    length) said='is past the end of the file' ;;
+  esac
+  expect_error "$bad/model.safetensors" "$xgrad" sample --model "$bad" --prompt Hi
+  grep -qF "$said" "$work/stderr" || fail "a safetensors header with $kind: '$(cat "$work/stderr")' does not say '$said'"
+done
 set_bad 's/x/x/'
 printf '{"a": 0, "a": 1}' >"$bad/vocab.json"
 expect_error "$bad/vocab.json" "$xgrad" sample --model "$bad" --prompt Hi
