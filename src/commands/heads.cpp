@@ -68,7 +68,8 @@ int heads(const HeadsOptions& o) {
 
 void setup_heads(CLI::App& cmd) {
     static HeadsOptions o;
-    auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint, "checkpoint.npz written by `xgrad train copy`, `train gpt` or `train llama`")
+    auto* checkpoint = cmd.add_option("checkpoint", o.checkpoint,
+                                      "a checkpoint (.npz or .safetensors) of `xgrad train copy`, `train gpt` or `train llama`")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 or Llama folder in Hugging Face's layout (config.json, model.safetensors, "
                                        "the tokenizer's files), instead of a checkpoint (default: none)")

@@ -134,7 +134,7 @@ int sample(const SampleOptions& o) {
 void setup_sample(CLI::App& cmd) {
     static SampleOptions o;
     auto* checkpoint = cmd.add_option("--checkpoint", o.checkpoint,
-                                      "a `train gpt` or `train llama` checkpoint.npz, a nanoGPT state dict .npz, an "
+                                      "a `train gpt` or `train llama` checkpoint (.npz or .safetensors), a nanoGPT state dict .npz, an "
                                       "llm.c .bin or a llama2.c checkpoint .bin")
                            ->check(CLI::ExistingFile);
     cmd.add_option("--model", o.model, "a GPT-2 or Llama folder in Hugging Face's layout (config.json, model.safetensors, "
