@@ -55,7 +55,9 @@ TEST_CASE("a Llama folder in Hugging Face's layout gives model.py's logits and g
     CHECK(folder.tokenizer.kind() == text::Tokenizer::Kind::sentencepiece);
     const double error = logit_error(folder.model);
     MESSAGE("max |logits - model.py's| / max |model.py's| = " << error);
-    CHECK(error < 2e-6);
+    // float32 both ways, its sums in another order (2.5e-6 seen in the sanitized build on an AVX-512 Xeon);
+    // a misread tensor is off by O(1)
+    CHECK(error < 1e-5);
     const auto expected = io::read_npz(fixture / "expected.npz");
     const auto prompt = expected.at("prompt").as<std::int64_t, 1>();
     xt::xtensor<std::int64_t, 2> start = xt::xtensor<std::int64_t, 2>::from_shape({1, prompt.size()});
