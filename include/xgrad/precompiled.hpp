@@ -89,6 +89,7 @@
     EXTERN template simd::Vec<T> simd::log<T>(simd::Vec<T>);                                                      \
     EXTERN template simd::Vec<T> simd::tanh<T>(simd::Vec<T>);                                                     \
     EXTERN template simd::Vec<T> simd::erf<T>(simd::Vec<T>);                                                      \
+    EXTERN template simd::Vec<T> simd::sqrt<T>(simd::Vec<T>);                                                     \
     EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
                                           const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
                                           const T*);                                                              \

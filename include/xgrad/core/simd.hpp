@@ -102,7 +102,7 @@ template <class B, class F>
         return f(v);
 }
 
-// xsimd's exp, log, tanh and erf of each lane (an expression's loop, linear's GELU, the normal
+// xsimd's exp, log, tanh, erf and sqrt of each lane (an expression's loop, linear's GELU, the normal
 // generator). Not inline: a program that links libxgrad calls the library's (xgrad/precompiled.hpp),
 // because g++ 12 warns falsely ("'__Y' may be used uninitialized") where their AVX-512 intrinsics
 // are inlined into a unit built from a precompiled header, which keeps none of core/intrinsics.hpp's
@@ -122,6 +122,10 @@ Vec<T> tanh(Vec<T> v) {
 template <class T>
 Vec<T> erf(Vec<T> v) {
     return apply_math([](auto b) { return xsimd::erf(b); }, v);
+}
+template <class T>
+Vec<T> sqrt(Vec<T> v) {
+    return apply_math([](auto b) { return xsimd::sqrt(b); }, v);
 }
 
 }  // namespace xgrad::simd

@@ -26,7 +26,7 @@ X lit(double v) {
     }
 XGRAD_DETAIL_MATH_OF(exp, simd::exp(x))
 XGRAD_DETAIL_MATH_OF(log, simd::log(x))
-XGRAD_DETAIL_MATH_OF(sqrt, simd::apply_math([](auto b) { return xsimd::sqrt(b); }, x))
+XGRAD_DETAIL_MATH_OF(sqrt, simd::sqrt(x))
 XGRAD_DETAIL_MATH_OF(tanh, simd::tanh(x))
 XGRAD_DETAIL_MATH_OF(erf, simd::erf(x))
 #undef XGRAD_DETAIL_MATH_OF
