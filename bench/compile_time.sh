@@ -1,7 +1,7 @@
 #!/bin/sh
 # How long a user's program takes to compile, as one translation unit at -O2 -march=native with
 # the flags of the installed xgrad.pc, in two ways, alternating round by round:
-#   libxgrad     as installed: the heavy code is compiled once in libxgrad (xgrad/precompiled.hpp)
+#   libxgrad     as installed: the heavy code is compiled once in libxgrad (the XGRAD_COMPILED_IN lists)
 #   header-only  the same without XGRAD_LIBRARY_SIMD_ALIGNMENT: everything compiled in the program
 #                (what every program did before libxgrad)
 #   pch          libxgrad, with xgrad/pch.hpp precompiled (as cpp_pch or xgrad_precompile_headers

@@ -1,9 +1,4 @@
-// libxgrad: the kernel layer (GEMM, softmax, attention scores, mask merging), for float and double
-// (the list is in xgrad/precompiled.hpp). The library's other units and programs call it.
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_KERNELS(, float)
-XGRAD_PRECOMPILED_KERNELS(, double)
-XGRAD_PRECOMPILED_KERNELS_BFLOAT16()
-}  // namespace xgrad
+// libxgrad: the kernel layer (GEMM, softmax, attention scores, mask merging, the vectorized math),
+// for float and double: each header's XGRAD_COMPILED_IN(kernels, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_kernels XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

@@ -1,8 +1,4 @@
-// libxgrad: nn::Llama's construction, forwards and loss, for float and double (the list is in
-// xgrad/precompiled.hpp).
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_LLAMA(, float)
-XGRAD_PRECOMPILED_LLAMA(, double)
-}  // namespace xgrad
+// libxgrad: nn::Llama's construction, forwards, loss and sampling,
+// for float and double: each header's XGRAD_COMPILED_IN(llama, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_llama XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

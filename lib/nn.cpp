@@ -1,8 +1,4 @@
-// libxgrad: MultiheadAttention's forward, scaled_dot_product_attention and the initializers,
-// for float and double (the list is in xgrad/precompiled.hpp).
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_NN(, float)
-XGRAD_PRECOMPILED_NN(, double)
-}  // namespace xgrad
+// libxgrad: MultiheadAttention's forward, scaled_dot_product_attention, Linear and the initializers,
+// for float and double: each header's XGRAD_COMPILED_IN(nn, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_nn XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

@@ -1,8 +1,4 @@
-// libxgrad: the tape's backward, the GEMM and the ops, for float and double (the list is in
-// xgrad/precompiled.hpp).
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_OPS(, float)
-XGRAD_PRECOMPILED_OPS(, double)
-}  // namespace xgrad
+// libxgrad: the tape's nodes and backward, and the ops,
+// for float and double: each header's XGRAD_COMPILED_IN(ops, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_ops XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

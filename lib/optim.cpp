@@ -1,7 +1,4 @@
-// libxgrad: the optimizers, for float and double (the list is in xgrad/precompiled.hpp).
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_OPTIM(, float)
-XGRAD_PRECOMPILED_OPTIM(, double)
-}  // namespace xgrad
+// libxgrad: the optimizers and gradient clipping,
+// for float and double: each header's XGRAD_COMPILED_IN(optim, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_optim XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

@@ -1,8 +1,4 @@
-// libxgrad: the Transformer family's layers and forwards, for float and double (the list is in
-// xgrad/precompiled.hpp).
-#include "xgrad/precompiled.hpp"
-
-namespace xgrad {
-XGRAD_PRECOMPILED_TRANSFORMER(, float)
-XGRAD_PRECOMPILED_TRANSFORMER(, double)
-}  // namespace xgrad
+// libxgrad: the Transformer family's layers, stacks and forwards,
+// for float and double: each header's XGRAD_COMPILED_IN(transformer, ...) (xgrad/core/compiled.hpp).
+#define XGRAD_DETAIL_UNIT_transformer XGRAD_DETAIL_DEFINE
+#include "xgrad/xgrad.hpp"

@@ -48,5 +48,3 @@
 #include "xgrad/check/gradcheck.hpp"
 #include "xgrad/check/random.hpp"
 #include "xgrad/check/module_check.hpp"
-// Last: what libxgrad compiled, declared extern (when it is linked).
-#include "xgrad/precompiled.hpp"

@@ -8,10 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
-// Every command's unit declares what libxgrad holds (MultiheadAttention, nn::GPT, the kernels, ...)
-// `extern template`, whichever of xgrad's headers it includes, so none compiles it again.
-#include "xgrad/precompiled.hpp"
-
 namespace xgrad::cli {
 
 void setup_train_copy(CLI::App& cmd);

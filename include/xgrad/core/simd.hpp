@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
 #include <xsimd/xsimd.hpp>
 
@@ -103,7 +104,7 @@ template <class B, class F>
 }
 
 // xsimd's exp, log, tanh, erf and sqrt of each lane (an expression's loop, linear's GELU, the normal
-// generator). Not inline: a program that links libxgrad calls the library's (xgrad/precompiled.hpp),
+// generator). Not inline: a program that links libxgrad calls the library's (listed below),
 // because g++ 12 warns falsely ("'__Y' may be used uninitialized") where their AVX-512 intrinsics
 // are inlined into a unit built from a precompiled header, which keeps none of core/intrinsics.hpp's
 // diagnostic pragmas.
@@ -129,3 +130,15 @@ Vec<T> sqrt(Vec<T> v) {
 }
 
 }  // namespace xgrad::simd
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SIMD_MATH_COMPILED(EXTERN, T)                \
+    EXTERN template simd::Vec<T> simd::exp<T>(simd::Vec<T>);      \
+    EXTERN template simd::Vec<T> simd::log<T>(simd::Vec<T>);      \
+    EXTERN template simd::Vec<T> simd::tanh<T>(simd::Vec<T>);     \
+    EXTERN template simd::Vec<T> simd::erf<T>(simd::Vec<T>);      \
+    EXTERN template simd::Vec<T> simd::sqrt<T>(simd::Vec<T>);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_SIMD_MATH_COMPILED)
+#undef XGRAD_DETAIL_SIMD_MATH_COMPILED
+}  // namespace xgrad

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/grad_pool.hpp"
 #include "xgrad/core/intrinsics.hpp"  // before xsimd: g++ 12 warnings off inside the intrinsics
@@ -378,4 +379,17 @@ void backward(const Var<T, N>& loss, const BackwardOptions& options = {}) {
     detail::backward_seeded(loss, [](std::size_t) { return T(1); }, options);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the storage of every node of rank 0 to 4 and
+// backward from it.
+namespace xgrad {
+#define XGRAD_DETAIL_NODE_COMPILED(EXTERN, T, N) \
+    EXTERN template class TensorNode<T, N>;       \
+    EXTERN template class LeafNode<T, N>;         \
+    EXTERN template void backward<T, N>(const Var<T, N>&, const BackwardOptions&);
+#define XGRAD_DETAIL_NODES_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_0_TO_4(XGRAD_DETAIL_NODE_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_NODES_COMPILED)
+#undef XGRAD_DETAIL_NODES_COMPILED
+#undef XGRAD_DETAIL_NODE_COMPILED
 }  // namespace xgrad

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"
@@ -76,3 +77,16 @@ void apply_masks_columns(const ScoreMasks<T>& masks, std::size_t first, std::siz
 }
 
 }  // namespace xgrad::kernels
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SCORES_COMPILED(EXTERN, T)                                                                   \
+    EXTERN template void kernels::scores_rows<T>(const T*, std::size_t, const T*, std::size_t, std::size_t,      \
+                                                 std::size_t, std::size_t, T, T*, std::size_t);                   \
+    EXTERN template void kernels::scores_columns<T>(const T*, std::size_t, const T*, std::size_t, std::size_t,   \
+                                                    std::size_t, T, T*, std::size_t);                             \
+    EXTERN template void kernels::apply_masks_columns<T>(const kernels::ScoreMasks<T>&, std::size_t, std::size_t, \
+                                                         kernels::KeyRange, T*, std::size_t);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_SCORES_COMPILED)
+#undef XGRAD_DETAIL_SCORES_COMPILED
+}  // namespace xgrad

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/precision.hpp"
@@ -234,3 +235,20 @@ inline void gemm_bfloat16(bool ta, bool tb, std::size_t m, std::size_t n, std::s
 }  // namespace detail
 
 }  // namespace xgrad::kernels
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the GEMM, and the products of bfloat16
+// operands (Autocast, gemm_rounded) in float.
+namespace xgrad {
+#define XGRAD_DETAIL_GEMM_COMPILED(EXTERN, T)                                                                      \
+    EXTERN template void kernels::gemm<T>(kernels::Op, kernels::Op, std::size_t, std::size_t, std::size_t, T,     \
+                                          const T*, std::size_t, const T*, std::size_t, T, T*, std::size_t,       \
+                                          const T*);
+#define XGRAD_DETAIL_GEMM_BFLOAT16_COMPILED(EXTERN, T)                                                             \
+    EXTERN template void kernels::detail::gemm_blocks<T, kernels::bfloat16>(                                       \
+        kernels::GemmBackend, bool, bool, std::size_t, std::size_t, std::size_t, T, const kernels::bfloat16*,     \
+        std::size_t, const kernels::bfloat16*, std::size_t, T, T*, std::size_t, const T*);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_GEMM_COMPILED)
+XGRAD_COMPILED_IN_FOR(kernels, XGRAD_DETAIL_GEMM_BFLOAT16_COMPILED, float)
+#undef XGRAD_DETAIL_GEMM_BFLOAT16_COMPILED
+#undef XGRAD_DETAIL_GEMM_COMPILED
+}  // namespace xgrad

@@ -16,6 +16,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/kernels/gemv.hpp"
 
@@ -352,3 +353,13 @@ void gemm(bool a_trans, bool b_trans, std::size_t m, std::size_t n, std::size_t 
 }
 
 }  // namespace xgrad::kernels::tiled
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_TILED_COMPILED(EXTERN, T)                                                                     \
+    EXTERN template void kernels::tiled::product<T>(const kernels::tiled::Plan<T>&, const T*, std::size_t);       \
+    EXTERN template void kernels::tiled::pack_transposed<T>(const T*, std::size_t, std::size_t, std::size_t, T*,   \
+                                                            std::size_t);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_TILED_COMPILED)
+#undef XGRAD_DETAIL_TILED_COMPILED
+}  // namespace xgrad

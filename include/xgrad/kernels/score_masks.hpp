@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/var.hpp"
 #include "xgrad/kernels/softmax.hpp"
 
@@ -311,3 +312,15 @@ void merge_broadcast(ScoreMasks<T>& out, MaskKind kind, const xt::xarray<V>& m, 
                  m.shape().back());
 }
 }  // namespace xgrad::kernels
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SCORE_MASKS_COMPILED(EXTERN, T)                                                              \
+    EXTERN template void kernels::softmax_rows<false, T, kernels::RowMasks<T>>(                                   \
+        T*, std::size_t, std::size_t, std::size_t, kernels::EmptyLine, const kernels::RowMasks<T>&, T*);           \
+    EXTERN template void kernels::merge_causal<T>(kernels::ScoreMasks<T>&, std::size_t, std::size_t);            \
+    EXTERN template void kernels::merge_valid_lens<T>(kernels::ScoreMasks<T>&, const std::int64_t*,              \
+                                                      std::span<const std::size_t>, std::size_t);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_SCORE_MASKS_COMPILED)
+#undef XGRAD_DETAIL_SCORE_MASKS_COMPILED
+}  // namespace xgrad

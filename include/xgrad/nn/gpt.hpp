@@ -20,10 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/names.hpp"
 #include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/decoder.hpp"
+#include "xgrad/nn/generate.hpp"
 #include "xgrad/nn/gpt_config.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/layers.hpp"
@@ -148,7 +150,7 @@ Var<T, 0> gpt_loss(const Var<T, 3>& logits, const xt::xtensor<std::int64_t, 2>& 
     return cross_entropy(logits, targets, {.ignore_index = -1, .class_axis = -1});
 }
 
-// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+// ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
 
 template <Real T>
 GPT<T>::GPT(const GPTConfig& c, Generator& gen) : config(c) {
@@ -281,3 +283,16 @@ std::size_t GPT<T>::num_params(bool non_embedding) const {
 }
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): construction, forward (training and cached),
+// loss and sampling.
+namespace xgrad {
+#define XGRAD_DETAIL_GPT_COMPILED(EXTERN, T)                                                                        \
+    EXTERN template struct nn::GPTSelfAttention<T>;                                                                 \
+    EXTERN template struct nn::GPT<T>;                                                                              \
+    EXTERN template Var<T, 0> nn::gpt_loss<T>(const Var<T, 3>&, const xt::xtensor<std::int64_t, 2>&);               \
+    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::GPT<T>>(                                           \
+        const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
+XGRAD_COMPILED_IN(gpt, XGRAD_DETAIL_GPT_COMPILED)
+#undef XGRAD_DETAIL_GPT_COMPILED
+}  // namespace xgrad

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/var.hpp"
 
@@ -73,3 +74,20 @@ void kaiming_uniform_(Var<T, N>& p, double a, Generator& gen) {
 }
 
 }  // namespace xgrad::init
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): for parameters of rank 1 to 3.
+namespace xgrad {
+#define XGRAD_DETAIL_INIT_COMPILED(EXTERN, T, N)                                               \
+    EXTERN template void init::uniform_<T, N>(Var<T, N>&, double, double, Generator&);         \
+    EXTERN template void init::normal_<T, N>(Var<T, N>&, double, double, Generator&);          \
+    EXTERN template void init::constant_<T, N>(Var<T, N>&, double);                            \
+    EXTERN template void init::xavier_uniform_<T, N>(Var<T, N>&, Generator&, double);          \
+    EXTERN template void init::xavier_normal_<T, N>(Var<T, N>&, Generator&, double);           \
+    EXTERN template void init::kaiming_uniform_<T, N>(Var<T, N>&, double, Generator&);
+#define XGRAD_DETAIL_INITS_COMPILED(EXTERN, T)                                     \
+    XGRAD_DETAIL_INIT_COMPILED(EXTERN, T, 1) XGRAD_DETAIL_INIT_COMPILED(EXTERN, T, 2) \
+    XGRAD_DETAIL_INIT_COMPILED(EXTERN, T, 3)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_INITS_COMPILED)
+#undef XGRAD_DETAIL_INITS_COMPILED
+#undef XGRAD_DETAIL_INIT_COMPILED
+}  // namespace xgrad

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/module.hpp"
@@ -43,7 +44,7 @@ struct Linear {
     std::size_t out_features() const { return weight.shape(0); }
 };
 
-// Out of the class: libxgrad compiles it once for float and double (xgrad/precompiled.hpp).
+// Out of the class: libxgrad compiles it once for float and double (XGRAD_COMPILED_IN below).
 template <Real T>
 Linear<T>::Linear(std::size_t in_features, std::size_t out_features, Generator& gen, bool with_bias) {
     if (in_features == 0 || out_features == 0)
@@ -59,3 +60,10 @@ Linear<T>::Linear(std::size_t in_features, std::size_t out_features, Generator& 
 }
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_LINEAR_MODULE_COMPILED(EXTERN, T) EXTERN template struct nn::Linear<T>;
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_LINEAR_MODULE_COMPILED)
+#undef XGRAD_DETAIL_LINEAR_MODULE_COMPILED
+}  // namespace xgrad

@@ -26,9 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/names.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/decoder.hpp"
+#include "xgrad/nn/generate.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/llama_config.hpp"
 #include "xgrad/nn/module.hpp"
@@ -138,7 +140,7 @@ struct Llama {
     std::size_t num_params() const { return parameter_count(*this); }
 };
 
-// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+// ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
 
 template <Real T>
 Llama<T>::Llama(const LlamaConfig& c, Generator& gen) : config(c) {
@@ -268,3 +270,15 @@ Var<T, 0> Llama<T>::loss(const xt::xtensor<std::int64_t, 2>& tokens, const xt::x
 }
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): construction, forward (training and cached),
+// loss and sampling.
+namespace xgrad {
+#define XGRAD_DETAIL_LLAMA_COMPILED(EXTERN, T)                                                                 \
+    EXTERN template struct nn::LlamaAttention<T>;                                                              \
+    EXTERN template struct nn::Llama<T>;                                                                       \
+    EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::Llama<T>>(                                   \
+        const nn::Llama<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
+XGRAD_COMPILED_IN(llama, XGRAD_DETAIL_LLAMA_COMPILED)
+#undef XGRAD_DETAIL_LLAMA_COMPILED
+}  // namespace xgrad

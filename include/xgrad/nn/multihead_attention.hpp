@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/attention_options.hpp"
@@ -303,3 +304,14 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
 }
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the forward, batched and unbatched.
+namespace xgrad {
+#define XGRAD_DETAIL_MHA_COMPILED(EXTERN, T)                                                                \
+    EXTERN template nn::MhaOutput<T, 3> nn::MultiheadAttention<T>::forward<3>(                              \
+        const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, const nn::MhaForwardOptions<T>&) const;       \
+    EXTERN template nn::MhaOutput<T, 2> nn::MultiheadAttention<T>::forward<2>(                              \
+        const Var<T, 2>&, const Var<T, 2>&, const Var<T, 2>&, const nn::MhaForwardOptions<T>&) const;
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_MHA_COMPILED)
+#undef XGRAD_DETAIL_MHA_COMPILED
+}  // namespace xgrad

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/attention/paths.hpp"
 #include "xgrad/nn/attention/reference.hpp"
@@ -159,4 +160,17 @@ SdpaResult<T, N> scaled_dot_product_attention_with_weights(const Var<T, N>& q, c
                          : detail::sdpa<true>(q, k, v, dropout_p, scale, gen, enable_gqa, op, mask);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): without a mask, of rank 3 and 4.
+namespace xgrad {
+#define XGRAD_DETAIL_SDPA_COMPILED(EXTERN, T, N)                                                                   \
+    EXTERN template Var<T, N> scaled_dot_product_attention<T, N>(const Var<T, N>&, const Var<T, N>&, const Var<T, N>&, \
+                                                                 no_mask_t, double, bool, std::optional<double>,      \
+                                                                 Generator*, bool);
+#define XGRAD_DETAIL_SDPAS_COMPILED(EXTERN, T) \
+    XGRAD_DETAIL_SDPA_COMPILED(EXTERN, T, 3) XGRAD_DETAIL_SDPA_COMPILED(EXTERN, T, 4)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_SDPAS_COMPILED)
+#undef XGRAD_DETAIL_SDPAS_COMPILED
+#undef XGRAD_DETAIL_SDPA_COMPILED
 }  // namespace xgrad

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/nn/clone.hpp"
 #include "xgrad/nn/transformer_layers.hpp"
 #include "xgrad/ops/shape_concat.hpp"
@@ -240,3 +241,24 @@ struct Transformer {
 };
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the stacks and nn.Transformer, batched and
+// unbatched.
+namespace xgrad {
+#define XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED(EXTERN, T, N)                                                        \
+    EXTERN template nn::TransformerStackOutput<T, N> nn::TransformerEncoder<T>::forward_with_weights<N>(             \
+        const Var<T, N>&, const nn::EncoderForwardOptions<T, N>&) const;                                            \
+    EXTERN template nn::TransformerStackOutput<T, N> nn::TransformerDecoder<T>::forward_with_weights<N>(             \
+        const Var<T, N>&, const Var<T, N>&, const nn::DecoderForwardOptions<T, N>&) const;                          \
+    EXTERN template Var<T, N> nn::Transformer<T>::forward<N>(const Var<T, N>&, const Var<T, N>&,                      \
+                                                            const nn::TransformerForwardOptions<T>&) const;
+#define XGRAD_DETAIL_TRANSFORMER_STACKS_COMPILED(EXTERN, T)                 \
+    EXTERN template struct nn::TransformerEncoder<T>;                       \
+    EXTERN template struct nn::TransformerDecoder<T>;                       \
+    EXTERN template struct nn::Transformer<T>;                              \
+    XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED(EXTERN, T, 2)                   \
+    XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED(EXTERN, T, 3)
+XGRAD_COMPILED_IN(transformer, XGRAD_DETAIL_TRANSFORMER_STACKS_COMPILED)
+#undef XGRAD_DETAIL_TRANSFORMER_STACKS_COMPILED
+#undef XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED
+}  // namespace xgrad

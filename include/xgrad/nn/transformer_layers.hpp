@@ -29,6 +29,7 @@
 #include <string>
 #include <type_traits>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/multihead_attention.hpp"
 #include "xgrad/ops/hook_point.hpp"
@@ -340,3 +341,21 @@ struct TransformerDecoderLayer {
 };
 
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the layers and their forwards, batched and
+// unbatched (every forward entry point ends in one of these).
+namespace xgrad {
+#define XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED(EXTERN, T, N)                                                        \
+    EXTERN template nn::TransformerLayerOutput<T, N> nn::TransformerEncoderLayer<T>::forward_with_weights<N>(        \
+        const Var<T, N>&, const nn::EncoderForwardOptions<T, N>&) const;                                            \
+    EXTERN template nn::TransformerLayerOutput<T, N> nn::TransformerDecoderLayer<T>::forward_with_weights<N>(        \
+        const Var<T, N>&, const Var<T, N>&, const nn::DecoderForwardOptions<T, N>&) const;
+#define XGRAD_DETAIL_TRANSFORMER_LAYERS_COMPILED(EXTERN, T)                 \
+    EXTERN template struct nn::TransformerEncoderLayer<T>;                  \
+    EXTERN template struct nn::TransformerDecoderLayer<T>;                  \
+    XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED(EXTERN, T, 2)                   \
+    XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED(EXTERN, T, 3)
+XGRAD_COMPILED_IN(transformer, XGRAD_DETAIL_TRANSFORMER_LAYERS_COMPILED)
+#undef XGRAD_DETAIL_TRANSFORMER_LAYERS_COMPILED
+#undef XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED
+}  // namespace xgrad

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/philox.hpp"
@@ -154,4 +155,15 @@ Var<T, N> add_dropout(const Var<T, N>& residual, const Var<T, N>& x, double p, b
     return make_op<detail::DropoutNode<T, N>>(x.shape(), [&](auto& node) { node.forward(p, gen); }, x, residual);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_DROPOUT_COMPILED(EXTERN, T, N)                                                              \
+    EXTERN template Var<T, N> dropout<T, N>(const Var<T, N>&, double, bool, Generator&);                         \
+    EXTERN template Var<T, N> add_dropout<T, N>(const Var<T, N>&, const Var<T, N>&, double, bool, Generator&);
+#define XGRAD_DETAIL_DROPOUTS_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_DROPOUT_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_DROPOUTS_COMPILED)
+#undef XGRAD_DETAIL_DROPOUTS_COMPILED
+#undef XGRAD_DETAIL_DROPOUT_COMPILED
 }  // namespace xgrad

@@ -12,6 +12,7 @@
 
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/var.hpp"
 
 namespace xgrad {
@@ -102,4 +103,15 @@ Var<T, M + 1> embedding(const Var<T, 2>& weight, const xt::xtensor<std::int64_t,
     }, weight);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): lookups of token ids of rank 1 and 2.
+namespace xgrad {
+#define XGRAD_DETAIL_EMBEDDING_COMPILED(EXTERN, T)                                                                 \
+    EXTERN template Var<T, 2> embedding<T, 1>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 1>&,               \
+                                              std::optional<long>);                                                \
+    EXTERN template Var<T, 3> embedding<T, 2>(const Var<T, 2>&, const xt::xtensor<std::int64_t, 2>&,               \
+                                              std::optional<long>);
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_EMBEDDING_COMPILED)
+#undef XGRAD_DETAIL_EMBEDDING_COMPILED
 }  // namespace xgrad

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/kernels/gemm.hpp"
@@ -376,4 +377,25 @@ auto linear(const X& x, const W& weight, const B&... bias) {
     return linear(eval(x), eval(weight), eval(bias)...);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): linear of every rank, matmul of the ranks
+// attention and the Transformers use.
+namespace xgrad {
+#define XGRAD_DETAIL_LINEAR_COMPILED(EXTERN, T, N)                                                          \
+    EXTERN template Var<T, N> detail::linear_vars<T, N>(const Var<T, N>&, const Var<T, 2>&, const Var<T, 1>*, \
+                                                        LinearActivation, const Var<T, N>*);
+#define XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, NA, NB) \
+    EXTERN template Var<T, NA> detail::matmul_vars<T, NA, NB>(const Var<T, NA>&, const Var<T, NB>&);
+#define XGRAD_DETAIL_LINALG_COMPILED(EXTERN, T)                          \
+    XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_LINEAR_COMPILED, EXTERN, T) \
+    XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, 2, 2)                        \
+    XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, 3, 3)                        \
+    XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, 4, 4)                        \
+    XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, 3, 2)                        \
+    XGRAD_DETAIL_MATMUL_COMPILED(EXTERN, T, 4, 2)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_LINALG_COMPILED)
+#undef XGRAD_DETAIL_LINALG_COMPILED
+#undef XGRAD_DETAIL_MATMUL_COMPILED
+#undef XGRAD_DETAIL_LINEAR_COMPILED
 }  // namespace xgrad

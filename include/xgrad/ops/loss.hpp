@@ -18,6 +18,7 @@
 #include <xsimd/xsimd.hpp>
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
@@ -366,4 +367,27 @@ auto cross_entropy(const E& logits, const Args&... args) {
     return cross_entropy(eval(logits), args...);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): mse_loss and cross_entropy, reduced (rank-0
+// result) for every rank and unreduced for ranks 2 to 4 (of rank 1 the unreduced one is the
+// reduced one).
+namespace xgrad {
+#define XGRAD_DETAIL_REDUCED_LOSS_COMPILED(EXTERN, T, N)                                                          \
+    EXTERN template Var<T, 0> detail::mse_loss_impl<0, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
+    EXTERN template Var<T, N> detail::mse_loss_impl<N, T, N>(const Var<T, N>&, const Var<T, N>&, detail::LossMode); \
+    EXTERN template Var<T, 0> detail::cross_entropy_impl<0, T, N>(                                                \
+        const Var<T, N>&, const xt::xtensor<std::int64_t, N - 1>&, const CrossEntropyOptions&, detail::LossMode);
+#define XGRAD_DETAIL_UNREDUCED_CROSS_ENTROPY_COMPILED(EXTERN, T, N)                                                 \
+    EXTERN template Var<T, N - 1> detail::cross_entropy_impl<N - 1, T, N>(                                           \
+        const Var<T, N>&, const xt::xtensor<std::int64_t, N - 1>&, const CrossEntropyOptions&, detail::LossMode);
+#define XGRAD_DETAIL_LOSSES_COMPILED(EXTERN, T)                                   \
+    XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_REDUCED_LOSS_COMPILED, EXTERN, T)    \
+    XGRAD_DETAIL_UNREDUCED_CROSS_ENTROPY_COMPILED(EXTERN, T, 2)                   \
+    XGRAD_DETAIL_UNREDUCED_CROSS_ENTROPY_COMPILED(EXTERN, T, 3)                   \
+    XGRAD_DETAIL_UNREDUCED_CROSS_ENTROPY_COMPILED(EXTERN, T, 4)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_LOSSES_COMPILED)
+#undef XGRAD_DETAIL_LOSSES_COMPILED
+#undef XGRAD_DETAIL_UNREDUCED_CROSS_ENTROPY_COMPILED
+#undef XGRAD_DETAIL_REDUCED_LOSS_COMPILED
 }  // namespace xgrad

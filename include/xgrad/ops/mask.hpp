@@ -28,6 +28,7 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/var.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 
@@ -246,4 +247,13 @@ const kernels::ScoreMasks<T>& merged_masks(const Shape& shape, [[maybe_unused]] 
 
 }  // namespace detail
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_MERGE_ANY_COMPILED(EXTERN, T)                                                \
+    EXTERN template void detail::merge_any<T>(kernels::ScoreMasks<T>&, const AnyMask<T>&,        \
+                                              std::span<const std::size_t>, std::size_t);
+XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_MERGE_ANY_COMPILED)
+#undef XGRAD_DETAIL_MERGE_ANY_COMPILED
 }  // namespace xgrad

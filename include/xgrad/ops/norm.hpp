@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/parallel.hpp"
 
@@ -200,4 +201,15 @@ auto rms_norm(const E& e, const Args&... args) {
     return rms_norm(eval(e), args...);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): layer_norm and rms_norm.
+namespace xgrad {
+#define XGRAD_DETAIL_NORM_COMPILED(EXTERN, T, N)                                                                \
+    EXTERN template Var<T, N> detail::norm_impl<T, N>(const Var<T, N>&, const Var<T, 1>&, const Var<T, 1>&, double, \
+                                                      bool);
+#define XGRAD_DETAIL_NORMS_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_NORM_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_NORMS_COMPILED)
+#undef XGRAD_DETAIL_NORMS_COMPILED
+#undef XGRAD_DETAIL_NORM_COMPILED
 }  // namespace xgrad

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/axis.hpp"
 
@@ -159,4 +160,17 @@ XGRAD_REDUCTION(mean, Reduction::mean)
 XGRAD_REDUCTION(max, Reduction::max)
 #undef XGRAD_REDUCTION
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_REDUCE_COMPILED(EXTERN, T, N)                                                   \
+    EXTERN template Var<T, 0> detail::reduce_all<T, N>(const Var<T, N>&, Reduction);                 \
+    EXTERN template Var<T, N> detail::reduce_all_keep<T, N>(const Var<T, N>&, Reduction);            \
+    EXTERN template Var<T, N - 1> detail::reduce_axis<T, N>(const Var<T, N>&, long, Reduction);      \
+    EXTERN template Var<T, N> detail::reduce_axis_keep<T, N>(const Var<T, N>&, long, Reduction);
+#define XGRAD_DETAIL_REDUCES_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_REDUCE_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_REDUCES_COMPILED)
+#undef XGRAD_DETAIL_REDUCES_COMPILED
+#undef XGRAD_DETAIL_REDUCE_COMPILED
 }  // namespace xgrad

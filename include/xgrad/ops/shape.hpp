@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/ops/axis.hpp"
 #include "xgrad/ops/shape_concat.hpp"
 #include "xgrad/ops/shape_view.hpp"
@@ -270,4 +271,16 @@ auto expand(const E& e, const std::array<std::size_t, M>& shape) {
     return expand<M>(eval(e), shape);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SHAPE_COMPILED(EXTERN, T, N)                                                   \
+    EXTERN template Var<T, N> slice<T, N>(const Var<T, N>&, long, long, long);                      \
+    EXTERN template Var<T, N> transpose<T, N>(const Var<T, N>&, long, long);                        \
+    EXTERN template Var<T, N> permute<T, N>(const Var<T, N>&, const std::array<std::size_t, N>&);
+#define XGRAD_DETAIL_SHAPES_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_SHAPE_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_SHAPES_COMPILED)
+#undef XGRAD_DETAIL_SHAPES_COMPILED
+#undef XGRAD_DETAIL_SHAPE_COMPILED
 }  // namespace xgrad

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/axis.hpp"
 
@@ -93,4 +94,14 @@ Var<T, N> concat(std::initializer_list<Var<T, N>> xs, long axis) {
     return concat(std::vector<Var<T, N>>(xs), axis);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_CONCAT_COMPILED(EXTERN, T, N) \
+    EXTERN template Var<T, N> concat<T, N>(const std::vector<Var<T, N>>&, long);
+#define XGRAD_DETAIL_CONCATS_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_CONCAT_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_CONCATS_COMPILED)
+#undef XGRAD_DETAIL_CONCATS_COMPILED
+#undef XGRAD_DETAIL_CONCAT_COMPILED
 }  // namespace xgrad

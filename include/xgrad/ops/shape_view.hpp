@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 
 namespace xgrad {
@@ -75,7 +76,7 @@ struct StridedMap {
 };
 
 // dst[f] = src[walk(f)] for every output element f, row-major (src already at the map's offset).
-// Whatever the ranks: libxgrad holds both element types (xgrad/precompiled.hpp).
+// Whatever the ranks: libxgrad holds both element types (XGRAD_COMPILED_IN below).
 template <Real T>
 void gather_values(const LoopPlan<2>& walk, const T* src, T* dst) {
     if (walk.size == 0) return;
@@ -203,4 +204,13 @@ inline StridedMap merge_heads_map(std::size_t B, std::size_t H, std::size_t T_, 
 }
 
 }  // namespace detail
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SHAPE_VIEW_COMPILED(EXTERN, T)                                                  \
+    EXTERN template void detail::gather_values<T>(const detail::LoopPlan<2>&, const T*, T*);         \
+    EXTERN template void detail::scatter_add<T>(const detail::LoopPlan<2>&, const T*, T*);
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_SHAPE_VIEW_COMPILED)
+#undef XGRAD_DETAIL_SHAPE_VIEW_COMPILED
 }  // namespace xgrad

@@ -18,6 +18,7 @@
 
 #include <xtensor/xnoalias.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/axis.hpp"
 #include "xgrad/ops/mask.hpp"
@@ -162,4 +163,15 @@ auto masked_softmax(const E& e, const Masks&... masks) {
     return masked_softmax(eval(e), masks...);
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SOFTMAX_COMPILED(EXTERN, T, N)                              \
+    EXTERN template Var<T, N> softmax<T, N>(const Var<T, N>&, long);             \
+    EXTERN template Var<T, N> log_softmax<T, N>(const Var<T, N>&, long);
+#define XGRAD_DETAIL_SOFTMAXES_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_SOFTMAX_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_SOFTMAXES_COMPILED)
+#undef XGRAD_DETAIL_SOFTMAXES_COMPILED
+#undef XGRAD_DETAIL_SOFTMAX_COMPILED
 }  // namespace xgrad

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/optim/optimizer.hpp"
 
@@ -128,7 +129,7 @@ private:
     void validate() const;
 };
 
-// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+// ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
 
 template <Real T, class Options, bool Decoupled>
 void AdamFamily<T, Options, Decoupled>::step() {
@@ -231,3 +232,14 @@ template <Module M>
 AdamW(M&, AdamWOptions = {}) -> AdamW<detail::module_real_t<M>>;
 
 }  // namespace xgrad::optim
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the update loops and checks.
+namespace xgrad {
+#define XGRAD_DETAIL_ADAM_COMPILED(EXTERN, T)                                       \
+    EXTERN template class optim::detail::AdamFamily<T, optim::AdamOptions, false>;  \
+    EXTERN template class optim::detail::AdamFamily<T, optim::AdamWOptions, true>;  \
+    EXTERN template class optim::Adam<T>;                                           \
+    EXTERN template class optim::AdamW<T>;
+XGRAD_COMPILED_IN(optim, XGRAD_DETAIL_ADAM_COMPILED)
+#undef XGRAD_DETAIL_ADAM_COMPILED
+}  // namespace xgrad

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/nn/module.hpp"
 
@@ -107,3 +108,11 @@ double clip_grad_norm(M& model, double max_norm, double norm_type = 2, bool erro
 }
 
 }  // namespace xgrad::optim
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_CLIP_COMPILED(EXTERN, T) \
+    EXTERN template double optim::clip_grad_norm<T>(const std::vector<ParameterRef<T>>&, double, double, bool);
+XGRAD_COMPILED_IN(optim, XGRAD_DETAIL_CLIP_COMPILED)
+#undef XGRAD_DETAIL_CLIP_COMPILED
+}  // namespace xgrad

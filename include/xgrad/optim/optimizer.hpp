@@ -22,6 +22,7 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/error.hpp"
 #include "xgrad/nn/module.hpp"
 
@@ -202,3 +203,10 @@ auto weight_decay_groups(M& model, double weight_decay) {
 }
 
 }  // namespace xgrad::optim
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_OPTIMIZER_COMPILED(EXTERN, T) EXTERN template class optim::Optimizer<T>;
+XGRAD_COMPILED_IN(optim, XGRAD_DETAIL_OPTIMIZER_COMPILED)
+#undef XGRAD_DETAIL_OPTIMIZER_COMPILED
+}  // namespace xgrad

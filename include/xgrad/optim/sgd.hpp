@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/optim/optimizer.hpp"
 
 namespace xgrad::optim {
@@ -67,7 +68,7 @@ private:
     void validate() const;
 };
 
-// ---- out of the class: libxgrad compiles them once for float and double (xgrad/precompiled.hpp) ----
+// ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
 
 template <Real T>
 void SGD<T>::step() {
@@ -138,3 +139,10 @@ template <Module M>
 SGD(M&, SGDOptions) -> SGD<detail::module_real_t<M>>;
 
 }  // namespace xgrad::optim
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+namespace xgrad {
+#define XGRAD_DETAIL_SGD_COMPILED(EXTERN, T) EXTERN template class optim::SGD<T>;
+XGRAD_COMPILED_IN(optim, XGRAD_DETAIL_SGD_COMPILED)
+#undef XGRAD_DETAIL_SGD_COMPILED
+}  // namespace xgrad
