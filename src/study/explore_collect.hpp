@@ -2,7 +2,7 @@
 // the losses' driver collect(), and the saliency's helpers. A site is an attention, on whichever
 // path it ran (nn/attention/paths.hpp); its values are copied for one sequence b of the batch. What
 // a node does not keep (the scores and dS; P and dP of the one-op paths) comes from its
-// for_each_internal, recomputed as `xgrad inspect` shows it (nn/attention/internals.hpp).
+// for_each_internal, recomputed as `xgrad inspect` shows it (nn/attention/fused.hpp).
 #pragma once
 #include <cmath>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // Looking at a tape: which ops one forward recorded, on what, and what its backward computed.
 // The tape printer that `xgrad inspect` drives; the module paths that name the nodes are
 // core/names.hpp, and the fused attention ops recompute their internals on request
-// (nn/attention/internals.hpp).
+// (nn/attention/fused.hpp).
 //
 //   TapeGraph g(tape());            // after a forward (and a backward), before tape().clear()
 //   print_forward(std::cout, g);    // every op in recording order: op, name, shape, inputs

@@ -12,26 +12,176 @@
 //     rows; only Q (forward) and dO (backward) are transposed, once per head.
 // Keys outside a head's live range are skipped as in weights_context.hpp: their weights are 0,
 // their keys and values are not read, and their rows of dK and dV not written.
+//
+// Here too, what every one-op path shares (weights_context.hpp and memory_efficient.hpp include
+// this file): where the heads of an operand live (HeadLayout: a head of a token is D = E/H
+// consecutive columns of a (L, B, C) or (B, L, C) tensor, C may be 3E, the packed q|k|v of one
+// in-projection GEMM, so the paths read and write heads in place: no split_heads, merge_heads or
+// transpose), and what the nodes show inside without keeping it, for tape listings (`xgrad
+// inspect`, inspect/tape_graph.hpp): recomputed on request by each node's for_each_internal from
+// its inputs, value and gradient, as the two-op path would have them.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
+#include <xtensor/xtensor.hpp>
 
 #include "xgrad/core/parallel.hpp"
 #include "xgrad/core/simd.hpp"
 #include "xgrad/core/var.hpp"
 #include "xgrad/kernels/attention_scores.hpp"
+#include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/gemm_tiled.hpp"
+#include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"
-#include "xgrad/nn/attention/internals.hpp"
-#include "xgrad/nn/attention/weights_context.hpp"
 
 namespace xgrad::nn::detail {
+
+// ---- the heads of the operands ----
+
+// Where the heads of one operand live in a rank-3 tensor: (len, batch, C) when sequence first,
+// (batch, len, C) when batch first; head h of token (l, b) is columns [offset + h·D, +D) of row
+// l·seq_stride + b·batch_stride.
+//
+// Grouped-query attention: the key and value operands have fewer heads than the query, each
+// serving `group` consecutive query heads (query head h reads key/value head h / group). Their
+// layouts keep their own head count and say the group; the attention paths index every operand by
+// query head bh (at(bh)), so they read a shared head in place and never repeat it in memory.
+struct HeadLayout {
+    std::size_t batch = 0, len = 0, heads = 0, head_dim = 0;
+    std::size_t seq_stride = 0, batch_stride = 0, offset = 0;
+    std::size_t group = 1;  // query heads per head of this operand: 1 but for grouped keys and values
+
+    static HeadLayout of(const std::array<std::size_t, 3>& shape, bool batch_first, std::size_t heads,
+                         std::size_t head_dim, std::size_t offset) {
+        const std::size_t C = shape[2];
+        HeadLayout h;
+        h.batch = batch_first ? shape[0] : shape[1];
+        h.len = batch_first ? shape[1] : shape[0];
+        h.heads = heads, h.head_dim = head_dim, h.offset = offset;
+        h.seq_stride = batch_first ? C : h.batch * C;
+        h.batch_stride = batch_first ? h.len * C : C;
+        return h;
+    }
+    // The first element of head h of sequence b; rows follow at seq_stride.
+    std::size_t at(std::size_t b, std::size_t h) const { return b * batch_stride + offset + h * head_dim; }
+    // The same for QUERY head bh = b·H + h, the order of the scores (B·H, L, S): head h / group of
+    // sequence b.
+    std::size_t at(std::size_t bh) const {
+        const std::size_t own = bh / group;  // b·heads + h / group, as heads = H / group
+        return at(own / heads, own % heads);
+    }
+    // Query heads this operand serves in all, B·H.
+    std::size_t query_heads() const { return batch * heads * group; }
+};
+
+// One operand of the attention: a projection and where its heads are.
+template <Real T>
+struct HeadOperand {
+    Var<T, 3> source;
+    HeadLayout layout;
+    // The first element of head bh's (len, head_dim) block; rows follow at layout.seq_stride.
+    const T* head(std::size_t bh) const { return source.value().data() + layout.at(bh); }
+};
+// As an op's input (make_op, OpNode), a head operand is its source.
+template <Real T>
+bool input_requires_grad(const HeadOperand<T>& x) {
+    return xgrad::input_requires_grad(x.source);
+}
+template <Real T>
+void release_input(HeadOperand<T>& x) {
+    x.source = {};
+}
+template <Real T>
+void visit_input(const Node::InputVisitor& f, const HeadOperand<T>& x) {
+    xgrad::visit_input(f, x.source);
+}
+
+// The gradient buffers of a one-op attention's inputs (null: not needed), for its backward.
+template <Real T>
+struct HeadGrads {
+    T *q = nullptr, *k = nullptr, *v = nullptr;
+
+    static HeadGrads of(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v) {
+        const auto buffer = [](const HeadOperand<T>& x) {
+            return x.source.requires_grad() ? x.source.node()->grad_buffer().data() : nullptr;
+        };
+        return {buffer(q), buffer(k), buffer(v)};
+    }
+    bool any() const { return q || k || v; }
+};
+
+// q, k and v must serve the same query heads (B·H) with heads of one size, k and v grouped alike;
+// `op` names the caller in the error.
+inline void check_head_operands(const HeadLayout& q, const HeadLayout& k, const HeadLayout& v, const char* op) {
+    const auto describe = [](const char* name, const HeadLayout& l) {
+        std::string s = std::string(name) + " " + std::to_string(l.batch) + " x " + std::to_string(l.heads) +
+                        " heads of " + std::to_string(l.head_dim);
+        if (l.group > 1) s += ", each serving " + std::to_string(l.group) + " query heads";
+        return s;
+    };
+    const bool same_heads = q.group == 1 && k.query_heads() == q.query_heads() && v.query_heads() == q.query_heads();
+    if (!same_heads || k.group != v.group || k.head_dim != q.head_dim || v.head_dim != q.head_dim)
+        throw shape_error(std::string(op) + ": the heads do not match: " + describe("query", q) + "; " +
+                          describe("key", k) + "; " + describe("value", v));
+}
+
+// body(bh) for every query head bh of `heads` (B·H), split over xgrad's threads by whole groups
+// (`group` query heads share a key/value head): the backwards add each head's dK and dV from one
+// thread, in the order of bh, whatever the number of threads.
+template <class Body>
+void for_each_query_head(std::size_t heads, std::size_t group, double flops, const Body& body) {
+    parallel_for(heads / group, flops, [&](std::size_t first, std::size_t last) {
+        for (std::size_t bh = first * group; bh < last * group; ++bh) body(bh);
+    });
+}
+
+// ---- what the one-op paths show inside (nothing here runs in a forward or a backward) ----
+
+// The scores (B·H, L, S) = scale · Q·Kᵀ + masks over every key, -inf where ignored.
+template <Real T>
+xt::xtensor<T, 3> attention_scores(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale,
+                                   const kernels::ScoreMasks<T>& masks) {
+    const HeadLayout &ql = q.layout, &kl = k.layout;
+    const std::size_t L = ql.len, S = kl.len, heads = ql.batch * ql.heads;
+    xt::xtensor<T, 3> scores({heads, L, S});
+    for (std::size_t bh = 0; bh < heads; ++bh) {
+        T* s = scores.data() + bh * L * S;
+        kernels::scores_rows(q.head(bh), ql.seq_stride, k.head(bh), kl.seq_stride, L, S, ql.head_dim, scale, s, S);
+        kernels::RowMasks<T>{masks, bh * L, {0, S, true}}.apply(s, L, S);
+    }
+    return scores;
+}
+
+// What the one-op paths show, as the two-op path would: "scores" (B·H, L, S) = scale · Q·Kᵀ +
+// masks, -inf where ignored, and "weights" P (B·H, L, S), 0 outside the live keys; once a backward
+// has reached the node (dO not null), their gradients dS = P ⊙ (dP − Σ_j dP ⊙ P) and dP = dO·Vᵀ
+// (every column).
+template <Real T>
+void visit_attention_internals(const Node::InternalVisitor& f, const TensorNode<T, 3>& node, const HeadOperand<T>& v,
+                               const HeadLayout& out, const xt::xtensor<T, 3>& scores, const xt::xtensor<T, 3>& weights,
+                               const T* dO) {
+    const std::size_t heads = weights.shape(0), L = weights.shape(1), S = weights.shape(2), D = v.layout.head_dim;
+    xt::xtensor<T, 3> dscores, dweights;
+    if (dO) {
+        dscores.resize(weights.shape()), dweights.resize(weights.shape());
+        for (std::size_t bh = 0; bh < heads; ++bh)  // dP_bh (L, S) = dO_bh (L, D) · V_bhᵀ (D, S)
+            kernels::gemm(kernels::Op::none, kernels::Op::trans, L, S, D, T(1), dO + out.at(bh), out.seq_stride,
+                          v.head(bh), v.layout.seq_stride, T(0), dweights.data() + bh * L * S, S);
+        kernels::softmax_backward_rows(weights.data(), dweights.data(), dscores.data(), S, 0, heads * L, 0, S, T(1));
+    }
+    const ArrayView no_grad{node.view_of(scores).shape};
+    f("scores", "scale·q·kᵀ + mask, the softmax's input", node.view_of(scores), dO ? node.view_of(dscores) : no_grad);
+    f("weights", "softmax(scores), P", node.view_of(weights), dO ? node.view_of(dweights) : no_grad);
+}
+
+// ---- the fused attention ----
 
 // O (L, B, E) or (B, L, E) = the attention of query heads q over key heads k and value heads v.
 template <Real T>

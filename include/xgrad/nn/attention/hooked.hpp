@@ -18,7 +18,7 @@
 
 #include "xgrad/core/hooks.hpp"
 #include "xgrad/kernels/score_masks.hpp"
-#include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/reference.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/hook_point.hpp"

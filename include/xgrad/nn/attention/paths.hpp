@@ -1,6 +1,6 @@
 // Attention in xgrad: one computation, four paths. Every path reads the same masks (the
 // vocabulary of ops/mask.hpp merged by kernels/score_masks.hpp) and runs the same softmax kernels
-// (kernels/softmax.hpp); the fast paths compute their scores and apply their masks with the
+// (kernels/softmax.hpp, kernels/softmax_columns.hpp); the fast paths compute their scores and apply their masks with the
 // routines of their layout (kernels/attention_scores.hpp: rows for weights_and_context and
 // memory_efficient, columns for fused), and are tested against the reference, output and every
 // gradient, on every mask kind (tests/nn/attention_paths.cpp).
@@ -18,8 +18,9 @@
 //
 // The fast paths skip the keys every query of a head ignores (kernels::ScoreMasks::live_keys);
 // memory_efficient also skips, block by block, the keys a causal mask hides.
-// Inspection-only recomputation of their internals (scores, weights) is in internals.hpp; the hook
-// points (q, k, v, scores, pattern, z) in hooked.hpp.
+// The heads' layout the one-op paths share and the inspection-only recomputation of their
+// internals (scores, weights) are in fused.hpp; the hook points (q, k, v, scores, pattern, z) in
+// hooked.hpp.
 #pragma once
 #include <array>
 #include <cstddef>

@@ -13,7 +13,7 @@
 
 #include "xgrad/core/random.hpp"
 #include "xgrad/kernels/score_masks.hpp"
-#include "xgrad/nn/attention/heads.hpp"
+#include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/ops/dropout.hpp"
 #include "xgrad/ops/elementwise.hpp"
 #include "xgrad/ops/linalg.hpp"

@@ -28,8 +28,7 @@
 #include "xgrad/kernels/gemm.hpp"
 #include "xgrad/kernels/score_masks.hpp"
 #include "xgrad/kernels/softmax.hpp"
-#include "xgrad/nn/attention/heads.hpp"
-#include "xgrad/nn/attention/internals.hpp"
+#include "xgrad/nn/attention/fused.hpp"
 #include "xgrad/nn/attention/mha_masks.hpp"
 
 namespace xgrad::nn::detail {
