@@ -42,6 +42,7 @@
 #include <boost/hana.hpp>
 #include <xtensor/xexpression.hpp>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/core/var.hpp"
@@ -269,6 +270,24 @@ struct ParameterRef {
     const Node* node = nullptr;   // identity of the parameter
 };
 
+namespace detail {
+// The ParameterRef of one parameter tensor, named `name`: compiled once in libxgrad (below), so
+// that a program building an optimizer does not compile its std::function handlers per rank.
+template <Real T, std::size_t N>
+ParameterRef<T> parameter_ref(const std::string& name, Var<T, N>& var) {
+    ParameterRef<T> p;
+    p.name = name;
+    p.shape.assign(var.shape().begin(), var.shape().end());
+    p.value = var.value().data();
+    p.size = var.size();
+    p.grad = [var]() -> const T* { return var.has_grad() ? var.grad().data() : nullptr; };
+    p.mutable_grad = [var]() -> T* { return var.has_grad() ? var.node()->grad_buffer().data() : nullptr; };
+    p.zero_grad = [var] { var.zero_grad(); };
+    p.node = var.node();
+    return p;
+}
+}  // namespace detail
+
 // Every distinct parameter tensor once (tied ones under their first name): what an optimizer updates.
 template <Real T, class M>
     requires Module<M>
@@ -277,19 +296,7 @@ std::vector<ParameterRef<T>> named_parameters(M& m) {
     for_each_parameter(m, [&](const std::string& name, auto& var) {
         using V = std::remove_cvref_t<decltype(var)>;
         static_assert(std::same_as<typename V::value_type, T>, "xgrad: named_parameters<T>: a parameter has another dtype");
-        ParameterRef<T> p;
-        p.name = name;
-        p.shape.assign(var.shape().begin(), var.shape().end());
-        p.value = var.value().data();
-        p.size = var.size();
-        V handle = var;
-        p.grad = [handle]() -> const T* { return handle.has_grad() ? handle.grad().data() : nullptr; };
-        p.mutable_grad = [handle]() -> T* {
-            return handle.has_grad() ? handle.node()->grad_buffer().data() : nullptr;
-        };
-        p.zero_grad = [handle] { handle.zero_grad(); };
-        p.node = var.node();
-        out.push_back(std::move(p));
+        out.push_back(detail::parameter_ref(name, var));
     });
     return out;
 }
@@ -320,4 +327,15 @@ void set_training(M& m, bool on) {
     });
 }
 
+}  // namespace xgrad
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): parameters of rank 0 to 4.
+namespace xgrad {
+#define XGRAD_DETAIL_PARAMETER_REF_COMPILED(EXTERN, T, N) \
+    EXTERN template ParameterRef<T> detail::parameter_ref<T, N>(const std::string&, Var<T, N>&);
+#define XGRAD_DETAIL_PARAMETER_REFS_COMPILED(EXTERN, T) \
+    XGRAD_COMPILED_RANKS_0_TO_4(XGRAD_DETAIL_PARAMETER_REF_COMPILED, EXTERN, T)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_PARAMETER_REFS_COMPILED)
+#undef XGRAD_DETAIL_PARAMETER_REFS_COMPILED
+#undef XGRAD_DETAIL_PARAMETER_REF_COMPILED
 }  // namespace xgrad

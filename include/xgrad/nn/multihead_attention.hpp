@@ -95,43 +95,7 @@ struct MultiheadAttention {
 
     // torch's init: out_proj as Linear (kaiming), then xavier_uniform_ on in_proj_weight (or each of
     // q/k/v_proj_weight), in_proj_bias and out_proj.bias zero, xavier_normal_ on bias_k and bias_v.
-    MultiheadAttention(const MultiheadAttentionOptions& o, Generator& init_gen) : options(o) {
-        const std::size_t E = o.embed_dim, H = o.num_heads;
-        const std::size_t kd = o.kdim.value_or(E), vd = o.vdim.value_or(E);
-        if (E == 0 || H == 0 || kd == 0 || vd == 0)
-            throw value_error("MultiheadAttention: embed_dim, num_heads, kdim and vdim must be positive, got " +
-                              std::to_string(E) + ", " + std::to_string(H) + ", " + std::to_string(kd) + " and " +
-                              std::to_string(vd));
-        if (E % H != 0)
-            throw value_error("MultiheadAttention: embed_dim " + std::to_string(E) + " is not divisible by num_heads " +
-                              std::to_string(H));
-        if (!(o.dropout >= 0 && o.dropout <= 1))
-            throw value_error("MultiheadAttention: dropout must be in [0, 1], got " + std::to_string(o.dropout));
-        out_proj = Linear<T>(E, E, init_gen, o.bias);
-        auto make = [](std::size_t rows, std::size_t cols) {
-            return parameter(xt::xtensor<T, 2>(std::array<std::size_t, 2>{rows, cols}, T(0)));
-        };
-        if (kd == E && vd == E) {
-            in_proj_weight = make(3 * E, E);
-            init::xavier_uniform_(in_proj_weight, init_gen);
-        } else {
-            q_proj_weight = make(E, E), k_proj_weight = make(E, kd), v_proj_weight = make(E, vd);
-            init::xavier_uniform_(q_proj_weight, init_gen);
-            init::xavier_uniform_(k_proj_weight, init_gen);
-            init::xavier_uniform_(v_proj_weight, init_gen);
-        }
-        if (o.bias) {
-            in_proj_bias = parameter(xt::xtensor<T, 1>(std::array<std::size_t, 1>{3 * E}, T(0)));
-            init::constant_(out_proj.bias, 0);
-        }
-        if (o.add_bias_kv) {
-            bias_k = parameter(xt::xtensor<T, 3>(std::array<std::size_t, 3>{1, 1, E}, T(0)));
-            bias_v = parameter(xt::xtensor<T, 3>(std::array<std::size_t, 3>{1, 1, E}, T(0)));
-            init::xavier_normal_(bias_k, init_gen);
-            init::xavier_normal_(bias_v, init_gen);
-        }
-        dropout_generator = std::make_shared<Generator>(init_gen.engine()());
-    }
+    MultiheadAttention(const MultiheadAttentionOptions& o, Generator& init_gen);  // below
 
     std::size_t embed_dim() const { return options.embed_dim; }
     std::size_t num_heads() const { return options.num_heads; }
@@ -156,6 +120,46 @@ private:
     template <std::size_t N>
     void check_inputs(const Var<T, N>& query, const Var<T, N>& key, const Var<T, N>& value) const;
 };
+
+// Out of the class: libxgrad compiles it once for float and double (XGRAD_COMPILED_IN below).
+template <Real T>
+MultiheadAttention<T>::MultiheadAttention(const MultiheadAttentionOptions& o, Generator& init_gen) : options(o) {
+    const std::size_t E = o.embed_dim, H = o.num_heads;
+    const std::size_t kd = o.kdim.value_or(E), vd = o.vdim.value_or(E);
+    if (E == 0 || H == 0 || kd == 0 || vd == 0)
+        throw value_error("MultiheadAttention: embed_dim, num_heads, kdim and vdim must be positive, got " +
+                          std::to_string(E) + ", " + std::to_string(H) + ", " + std::to_string(kd) + " and " +
+                          std::to_string(vd));
+    if (E % H != 0)
+        throw value_error("MultiheadAttention: embed_dim " + std::to_string(E) + " is not divisible by num_heads " +
+                          std::to_string(H));
+    if (!(o.dropout >= 0 && o.dropout <= 1))
+        throw value_error("MultiheadAttention: dropout must be in [0, 1], got " + std::to_string(o.dropout));
+    out_proj = Linear<T>(E, E, init_gen, o.bias);
+    auto make = [](std::size_t rows, std::size_t cols) {
+        return parameter(xt::xtensor<T, 2>(std::array<std::size_t, 2>{rows, cols}, T(0)));
+    };
+    if (kd == E && vd == E) {
+        in_proj_weight = make(3 * E, E);
+        init::xavier_uniform_(in_proj_weight, init_gen);
+    } else {
+        q_proj_weight = make(E, E), k_proj_weight = make(E, kd), v_proj_weight = make(E, vd);
+        init::xavier_uniform_(q_proj_weight, init_gen);
+        init::xavier_uniform_(k_proj_weight, init_gen);
+        init::xavier_uniform_(v_proj_weight, init_gen);
+    }
+    if (o.bias) {
+        in_proj_bias = parameter(xt::xtensor<T, 1>(std::array<std::size_t, 1>{3 * E}, T(0)));
+        init::constant_(out_proj.bias, 0);
+    }
+    if (o.add_bias_kv) {
+        bias_k = parameter(xt::xtensor<T, 3>(std::array<std::size_t, 3>{1, 1, E}, T(0)));
+        bias_v = parameter(xt::xtensor<T, 3>(std::array<std::size_t, 3>{1, 1, E}, T(0)));
+        init::xavier_normal_(bias_k, init_gen);
+        init::xavier_normal_(bias_v, init_gen);
+    }
+    dropout_generator = std::make_shared<Generator>(init_gen.engine()());
+}
 
 // ---- forward ----
 
@@ -305,9 +309,11 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
 
 }  // namespace xgrad::nn
 
-// Compiled once in libxgrad (xgrad/core/compiled.hpp): the forward, batched and unbatched.
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the module and its forward, batched and
+// unbatched.
 namespace xgrad {
 #define XGRAD_DETAIL_MHA_COMPILED(EXTERN, T)                                                                \
+    EXTERN template struct nn::MultiheadAttention<T>;                                                       \
     EXTERN template nn::MhaOutput<T, 3> nn::MultiheadAttention<T>::forward<3>(                              \
         const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, const nn::MhaForwardOptions<T>&) const;       \
     EXTERN template nn::MhaOutput<T, 2> nn::MultiheadAttention<T>::forward<2>(                              \
