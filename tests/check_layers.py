@@ -4,7 +4,10 @@
     core <- kernels <- ops <- nn <- inspect, io, optim, check, text <- dist <- xgrad.hpp, pch.hpp
     and in the tool: study, tasks, workloads <- commands, main.cpp
 
-A folder may include its own layer and those below it. Usage: check_layers.py SOURCE_ROOT"""
+A folder may include its own layer and those below it. Also fails when a header that lists what
+libxgrad compiles (XGRAD_COMPILED_IN) is not reached from xgrad.hpp, which lib/*.cpp include: its
+list would then be declared extern in programs but compiled nowhere.
+Usage: check_layers.py SOURCE_ROOT"""
 import os
 import re
 import sys
@@ -24,6 +27,28 @@ def library_layer(path):
     if parts[1] not in LIBRARY:
         sys.exit(f"check_layers.py: {path}: folder '{parts[1]}' has no layer: add it to LIBRARY")
     return LIBRARY[parts[1]]
+
+
+def unreached_compiled_lists(include_root):
+    """Headers with an XGRAD_COMPILED_IN list that xgrad.hpp does not include, directly or not."""
+    reached, todo = set(), ["xgrad/xgrad.hpp"]
+    while todo:
+        header = todo.pop()
+        if header in reached or not os.path.exists(os.path.join(include_root, header)):
+            continue
+        reached.add(header)
+        for line in open(os.path.join(include_root, header), encoding="utf-8"):
+            m = INCLUDE.match(line)
+            if m and m.group(1).startswith("xgrad/"):
+                todo.append(m.group(1))
+    problems = []
+    for dirpath, _, files in os.walk(os.path.join(include_root, "xgrad")):
+        for name in sorted(files):
+            header = os.path.relpath(os.path.join(dirpath, name), include_root)
+            text = open(os.path.join(include_root, header), encoding="utf-8").read()
+            if header != "xgrad/core/compiled.hpp" and "XGRAD_COMPILED_IN" in text and header not in reached:
+                problems.append(f"include/{header}: lists what libxgrad compiles, but xgrad.hpp does not include it")
+    return problems
 
 
 def main():
@@ -54,12 +79,13 @@ def main():
                         continue
                     if included > own:
                         problems.append(f"{folder}/{rel}:{number}: includes {target}, a layer above its own")
+    problems += unreached_compiled_lists(os.path.join(root, "include"))
     for p in problems:
         print(p)
     if problems:
         print(f"{len(problems)} include(s) against the layers (CONTRIBUTING.md, \"Layers\")")
         return 1
-    print("every include points down or across its own layer")
+    print("every include points down or across its own layer; every compiled list is reached from xgrad.hpp")
     return 0
 
 
