@@ -83,7 +83,7 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} include(s) against the layers (CONTRIBUTING.md, \"Layers\")")
+        print(f"{len(problems)} problem(s): see CONTRIBUTING.md, \"Layers\" and \"Adding an op\"")
         return 1
     print("every include points down or across its own layer; every compiled list is reached from xgrad.hpp")
     return 0
