@@ -31,16 +31,16 @@ def library_layer(path):
 
 def unreached_compiled_lists(include_root):
     """Headers with an XGRAD_COMPILED_IN list that xgrad.hpp does not include, directly or not."""
-    reached, todo = set(), ["xgrad/xgrad.hpp"]
-    while todo:
-        header = todo.pop()
+    reached, pending = set(), ["xgrad/xgrad.hpp"]
+    while pending:
+        header = pending.pop()
         if header in reached or not os.path.exists(os.path.join(include_root, header)):
             continue
         reached.add(header)
         for line in open(os.path.join(include_root, header), encoding="utf-8"):
             m = INCLUDE.match(line)
             if m and m.group(1).startswith("xgrad/"):
-                todo.append(m.group(1))
+                pending.append(m.group(1))
     problems = []
     for dirpath, _, files in os.walk(os.path.join(include_root, "xgrad")):
         for name in sorted(files):
