@@ -110,6 +110,7 @@ public:
 
 // Records op nodes in order. clear() keeps the node objects: the next step's i-th node of the
 // same type reuses the i-th slot and its buffers, so a steady training loop stops allocating.
+// Its functions that are not templates are compiled in libxgrad (lib/tape.cpp).
 class Tape {
 public:
     // A node of type NodeT at the next position, reused when the slot holds one nobody else uses.
@@ -120,21 +121,7 @@ public:
     }
     // The same for a node of the given type, made by `make` when the slot cannot be reused (one
     // function for every node type: only make_shared is compiled per type).
-    std::shared_ptr<Node> record(const std::type_info& type, std::shared_ptr<Node> (*make)()) {
-        if (size_ == nodes_.size()) nodes_.push_back(make());
-        auto& slot = nodes_[size_];
-        if (slot.use_count() != 1 || typeid(*slot) != type) slot = make();
-        Node& node = *slot;
-        node.tape_index = size_;
-        node.is_leaf = false;
-        node.requires_grad = true;
-        node.stale = false;
-        node.matmul_precision = detail::matmul_precision();
-        node.label.clear();  // keeps its capacity: a steady step does not allocate
-        node.reset_grad();
-        ++size_;
-        return slot;
-    }
+    std::shared_ptr<Node> record(const std::type_info& type, std::shared_ptr<Node> (*make)());
 
     Tape() = default;
     Tape(const Tape&) = delete;
@@ -144,13 +131,7 @@ public:
 
     // Ends the step: nodes release their inputs and wait to be reused. A node the user still holds
     // becomes stale: its value stays readable, but using it as an op input throws.
-    void clear() {
-        for (std::size_t i = 0; i < size_; ++i) {
-            nodes_[i]->release_inputs();
-            nodes_[i]->stale = true;
-        }
-        size_ = 0;
-    }
+    void clear();
     // Frees every node, used or not.
     void reset() {
         clear();
@@ -168,25 +149,7 @@ public:
     // Backpropagates from node `root` (whose gradient is already seeded): every recorded node
     // before it with a gradient passes it on, in reverse recording order; with release_grads, it
     // then gives its gradient's buffer back (grad_pool.hpp).
-    void run_backward(std::size_t root, bool release_grads = false) {
-        if (observer_) observer_->backward_begins(*this, root);
-        detail::MatmulPrecisionScope restore_precision(detail::matmul_precision());
-        struct ReleasingScope {
-            bool previous = std::exchange(detail::backward_releases_grads(), false);
-            ~ReleasingScope() { detail::backward_releases_grads() = previous; }
-        } releasing;
-        detail::backward_releases_grads() = release_grads;
-        if (detail::anomaly_mode()) return run_backward_checked(root, release_grads);
-        for (std::size_t i = root + 1; i-- > 0;) {
-            Node& n = *nodes_[i];
-            if (n.requires_grad && n.has_grad()) {
-                detail::matmul_precision() = n.matmul_precision;
-                n.backward();
-                if (release_grads) n.release_grad();
-            }
-            if (observer_) observer_->backward_passed(i);
-        }
-    }
+    void run_backward(std::size_t root, bool release_grads = false);
     // At most one observer; nullptr removes it.
     void set_observer(BackwardObserver* observer) {
         if (observer && observer_ && observer != observer_)
@@ -195,36 +158,12 @@ public:
     }
     BackwardObserver* observer() const { return observer_; }
     // Intermediate gradients from an earlier backward are forgotten before a new one.
-    void reset_grads(std::size_t upto) {
-        for (std::size_t i = 0; i <= upto && i < size_; ++i) nodes_[i]->reset_grad();
-    }
+    void reset_grads(std::size_t upto);
 
 private:
     // Anomaly mode: the same walk, checking the seed and, after each op's backward, every gradient
     // it wrote; the first NaN or inf names the op, the input and the tape positions.
-    void run_backward_checked(std::size_t root, bool release_grads) {
-        if (const std::string what = nodes_[root]->nonfinite(true); !what.empty())
-            throw anomaly_error("anomaly: the gradient seeded into the output of " + detail::describe(*nodes_[root]) +
-                                " holds " + what);
-        std::vector<Node*> writes;
-        struct StopRecording {
-            ~StopRecording() { detail::anomaly_grad_writes() = nullptr; }
-        } stop;
-        detail::anomaly_grad_writes() = &writes;
-        for (std::size_t i = root + 1; i-- > 0;) {
-            Node& n = *nodes_[i];
-            if (!n.requires_grad || !n.has_grad()) continue;
-            writes.clear();
-            detail::matmul_precision() = n.matmul_precision;
-            n.backward();
-            for (const Node* input : writes)
-                if (const std::string what = input->nonfinite(true); !what.empty())
-                    throw anomaly_error("anomaly: the backward of " + detail::describe(n) + " produced " + what +
-                                        " in the gradient of its input " + detail::describe(*input));
-            if (release_grads) n.release_grad();
-            if (observer_) observer_->backward_passed(i);
-        }
-    }
+    void run_backward_checked(std::size_t root, bool release_grads);
 
     std::vector<std::shared_ptr<Node>> nodes_;
     std::size_t size_ = 0;
