@@ -2,8 +2,8 @@
 # How long a user's program takes to compile, as one translation unit at -O2 -march=native with
 # the flags of the installed xgrad.pc, in two ways, alternating round by round:
 #   libxgrad     as installed: the heavy code is compiled once in libxgrad (the XGRAD_COMPILED_IN lists)
-#   header-only  the same without XGRAD_LIBRARY_SIMD_ALIGNMENT: everything compiled in the program
-#                (what every program did before libxgrad)
+#   in-program   the same without XGRAD_LIBRARY_SIMD_ALIGNMENT: every template compiled in the
+#                program (what a program built for another SIMD level does; it still links libxgrad)
 #   pch          libxgrad, with xgrad/pch.hpp precompiled (as cpp_pch or xgrad_precompile_headers
 #                build it in the program's build folder, once, timed apart)
 # Prints every run's wall time, CPU time (user + sys: less disturbed than wall time when other
@@ -30,7 +30,7 @@ out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 meson install -C "$build" --destdir "$out/root" --no-rebuild --quiet > /dev/null
 export PKG_CONFIG_PATH="$(dirname "$(find "$out/root" -name xgrad.pc)")"
 library_flags="-O2 -march=native -Wall -Wextra $(pkg-config --cflags xgrad)"
-header_only_flags=$(echo "$library_flags" | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//')
+in_program_flags=$(echo "$library_flags" | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//')
 # the precompiled header first, then nothing before it (the intrinsics prelude would void it)
 pch_flags="$(echo "$library_flags" | sed 's/--include=[^ ]*//') -Winvalid-pch"
 mkdir "$out/pch"
@@ -47,10 +47,10 @@ echo "g++ $library_flags -c $(basename "$file")"
 rm -f "$out"/*.wall "$out"/*.cpu "$out"/*.kb
 round=1
 while [ "$round" -le "$rounds" ]; do
-    for mode in libxgrad header-only pch; do
+    for mode in libxgrad in-program pch; do
         case $mode in
             libxgrad) flags=$library_flags ;;
-            header-only) flags=$header_only_flags ;;
+            in-program) flags=$in_program_flags ;;
             pch) flags="$pch_flags -I$out/pch -include pch.hpp" ;;
         esac
         # shellcheck disable=SC2086
@@ -65,7 +65,7 @@ while [ "$round" -le "$rounds" ]; do
     done
     round=$((round + 1))
 done
-for mode in libxgrad header-only pch; do
+for mode in libxgrad in-program pch; do
     summary=""
     for what in wall cpu; do
         summary="$summary$(sort -n "$out/$mode.$what" | awk -v w="$what" '{ t[NR] = $1 }

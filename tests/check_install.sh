@@ -63,13 +63,13 @@ pch_used "$dir/meson" all_modules_pch
 run "$dir/meson/all_modules_pch"
 echo "all_modules.cpp with xgrad/pch.hpp precompiled (cpp_pch : xgrad.get_variable('pch')): used, no warning"
 
-# The same program header-only (without libxgrad's define: every kernel compiled in the program, as
+# The same program without libxgrad's define (every template compiled in the program, as
 # for ops libxgrad does not list), where g++ 12's false '__Y' warnings came from.
 # shellcheck disable=SC2046  # pkg-config's flags are a word list
 c++ -O2 -Wall -Wextra -Werror $(pkg-config --cflags xgrad | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//') \
   -c "$src/examples/consumer/all_modules.cpp" -o "$dir/header_only.o" > "$dir/header-only.log" 2>&1 ||
-  { head -n 20 "$dir/header-only.log"; echo "all_modules.cpp header-only: $(grep -c 'warning:' "$dir/header-only.log") warnings"; exit 1; }
-echo "all_modules.cpp header-only, -Wall -Wextra -Werror: no warning"
+  { head -n 20 "$dir/header-only.log"; echo "all_modules.cpp, every template in the program: $(grep -c 'warning:' "$dir/header-only.log") warnings"; exit 1; }
+echo "all_modules.cpp with every template in the program, -Wall -Wextra -Werror: no warning"
 
 # A debug build at -O0: with -march=native on AVX-512BW, xsimd 8.1's log did not compile there.
 cat > "$dir/debug.cpp" <<'PROGRAM'
@@ -84,15 +84,15 @@ PROGRAM
 c++ -O0 -Wall -Wextra -Werror $(pkg-config --cflags xgrad | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//') \
   "$dir/debug.cpp" -o "$dir/debug" $(pkg-config --libs xgrad) > "$dir/debug.log" 2>&1 || { head -n 20 "$dir/debug.log"; exit 1; }
 "$dir/debug" || { echo "the -O0 program failed"; exit 1; }
-echo "a program at -O0 (softmax and log_softmax over both axes, header-only): built and ran"
-# Every public module at -O0, header-only: the initializers' normal draws took xsimd's log of doubles,
+echo "a program at -O0 (softmax and log_softmax over both axes, every template in the program): built and ran"
+# Every public module at -O0, every template in the program: the initializers' normal draws took xsimd's log of doubles,
 # which failed there in the same way until simd::log.
 # shellcheck disable=SC2046  # pkg-config's flags are word lists
 c++ -O0 -Wall -Wextra -Werror $(pkg-config --cflags xgrad | sed 's/-DXGRAD_LIBRARY_SIMD_ALIGNMENT=[0-9]*//') \
   "$src/examples/consumer/all_modules.cpp" -o "$dir/all_modules_debug" $(pkg-config --libs xgrad) > "$dir/debug.log" 2>&1 ||
   { head -n 20 "$dir/debug.log"; exit 1; }
 run "$dir/all_modules_debug"
-echo "all_modules.cpp at -O0, header-only: built without a warning and ran"
+echo "all_modules.cpp at -O0, every template in the program: built without a warning and ran"
 
 cmake -G Ninja -S "$src/examples/consumer" -B "$dir/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \

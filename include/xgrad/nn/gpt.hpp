@@ -290,6 +290,7 @@ namespace xgrad {
 #define XGRAD_DETAIL_GPT_COMPILED(EXTERN, T)                                                                        \
     EXTERN template struct nn::GPTSelfAttention<T>;                                                                 \
     EXTERN template struct nn::GPT<T>;                                                                              \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::GPT<T>, T)                                                              \
     EXTERN template Var<T, 0> nn::gpt_loss<T>(const Var<T, 3>&, const xt::xtensor<std::int64_t, 2>&);               \
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::GPT<T>>(                                           \
         const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);

@@ -63,7 +63,9 @@ Linear<T>::Linear(std::size_t in_features, std::size_t out_features, Generator& 
 
 // Compiled once in libxgrad (xgrad/core/compiled.hpp).
 namespace xgrad {
-#define XGRAD_DETAIL_LINEAR_MODULE_COMPILED(EXTERN, T) EXTERN template struct nn::Linear<T>;
+#define XGRAD_DETAIL_LINEAR_MODULE_COMPILED(EXTERN, T) \
+    EXTERN template struct nn::Linear<T>;               \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::Linear<T>, T)
 XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_LINEAR_MODULE_COMPILED)
 #undef XGRAD_DETAIL_LINEAR_MODULE_COMPILED
 }  // namespace xgrad

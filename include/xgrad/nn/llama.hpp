@@ -277,6 +277,7 @@ namespace xgrad {
 #define XGRAD_DETAIL_LLAMA_COMPILED(EXTERN, T)                                                                 \
     EXTERN template struct nn::LlamaAttention<T>;                                                              \
     EXTERN template struct nn::Llama<T>;                                                                       \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::Llama<T>, T)                                                       \
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::Llama<T>>(                                   \
         const nn::Llama<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
 XGRAD_COMPILED_IN(llama, XGRAD_DETAIL_LLAMA_COMPILED)

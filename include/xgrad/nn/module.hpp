@@ -198,15 +198,29 @@ void replace_parameters(M& m, Make&& make) {
 
 // Calls f(name, var) for every parameter of m and of its submodules, each tensor once, under its
 // first name, in declaration order. Works on const and non-const modules.
-template <class M, class F>
-    requires Module<std::remove_const_t<M>>
-void for_each_parameter(M& m, F&& f) {
+namespace detail {
+// for_each_parameter's callback: calls f for each tensor once, under its first name. A named type,
+// not a lambda, so that the walk with it does not depend on the model's type and libxgrad can
+// compile the walk of its own modules once (XGRAD_DETAIL_PARAMETER_WALK below).
+template <class F>
+struct FirstNameOnly {
+    F& f;
     std::vector<const Node*> seen;
-    for_each_parameter_name(m, [&](const std::string& name, auto& var) {
+    template <class V>
+    void operator()(const std::string& name, V& var) {
         if (std::find(seen.begin(), seen.end(), var.node()) != seen.end()) return;
         seen.push_back(var.node());
         f(name, var);
-    });
+    }
+};
+}  // namespace detail
+
+template <class M, class F>
+    requires Module<std::remove_const_t<M>>
+void for_each_parameter(M& m, F&& f) {
+    detail::FirstNameOnly<std::remove_reference_t<F>> once{f, {}};
+    detail::Ignore ignore;
+    detail::walk(m, "", once, ignore, ignore);
 }
 
 // Calls f(name, module) for m (named "") and every submodule (pre-order).
@@ -288,16 +302,28 @@ ParameterRef<T> parameter_ref(const std::string& name, Var<T, N>& var) {
 }
 }  // namespace detail
 
+namespace detail {
+// named_parameters' callback: each parameter's ParameterRef appended to `out`.
+template <Real T>
+struct CollectParameters {
+    std::vector<ParameterRef<T>>& out;
+    template <class V>
+    void operator()(const std::string& name, V& var) {
+        static_assert(std::same_as<typename V::value_type, T>, "xgrad: named_parameters<T>: a parameter has another dtype");
+        out.push_back(parameter_ref(name, var));
+    }
+};
+template <Real T>
+using ParameterWalk = FirstNameOnly<CollectParameters<T>>;
+}  // namespace detail
+
 // Every distinct parameter tensor once (tied ones under their first name): what an optimizer updates.
 template <Real T, class M>
     requires Module<M>
 std::vector<ParameterRef<T>> named_parameters(M& m) {
     std::vector<ParameterRef<T>> out;
-    for_each_parameter(m, [&](const std::string& name, auto& var) {
-        using V = std::remove_cvref_t<decltype(var)>;
-        static_assert(std::same_as<typename V::value_type, T>, "xgrad: named_parameters<T>: a parameter has another dtype");
-        out.push_back(detail::parameter_ref(name, var));
-    });
+    detail::CollectParameters<T> collect{out};
+    for_each_parameter(m, collect);
     return out;
 }
 
@@ -328,6 +354,12 @@ void set_training(M& m, bool on) {
 }
 
 }  // namespace xgrad
+
+// named_parameters' walk of the library's module M, for M's list of what libxgrad compiles: a
+// program's named_parameters (an optimizer's construction) then walks only its own modules.
+#define XGRAD_DETAIL_PARAMETER_WALK(EXTERN, M, T)                                                       \
+    EXTERN template void detail::walk<M, detail::ParameterWalk<T>, detail::Ignore, detail::Ignore>(     \
+        M&, const std::string&, detail::ParameterWalk<T>&, detail::Ignore&, detail::Ignore&);
 
 // Compiled once in libxgrad (xgrad/core/compiled.hpp): parameters of rank 0 to 4.
 namespace xgrad {

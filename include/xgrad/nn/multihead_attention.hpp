@@ -314,6 +314,7 @@ MhaOutput<T, N> MultiheadAttention<T>::forward(const Var<T, N>& query, const Var
 namespace xgrad {
 #define XGRAD_DETAIL_MHA_COMPILED(EXTERN, T)                                                                \
     EXTERN template struct nn::MultiheadAttention<T>;                                                       \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::MultiheadAttention<T>, T)                                       \
     EXTERN template nn::MhaOutput<T, 3> nn::MultiheadAttention<T>::forward<3>(                              \
         const Var<T, 3>&, const Var<T, 3>&, const Var<T, 3>&, const nn::MhaForwardOptions<T>&) const;       \
     EXTERN template nn::MhaOutput<T, 2> nn::MultiheadAttention<T>::forward<2>(                              \

@@ -256,6 +256,9 @@ namespace xgrad {
     EXTERN template struct nn::TransformerEncoder<T>;                       \
     EXTERN template struct nn::TransformerDecoder<T>;                       \
     EXTERN template struct nn::Transformer<T>;                              \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::TransformerEncoder<T>, T)       \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::TransformerDecoder<T>, T)       \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::Transformer<T>, T)              \
     XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED(EXTERN, T, 2)                   \
     XGRAD_DETAIL_TRANSFORMER_STACK_COMPILED(EXTERN, T, 3)
 XGRAD_COMPILED_IN(transformer, XGRAD_DETAIL_TRANSFORMER_STACKS_COMPILED)

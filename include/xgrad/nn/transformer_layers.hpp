@@ -353,6 +353,8 @@ namespace xgrad {
 #define XGRAD_DETAIL_TRANSFORMER_LAYERS_COMPILED(EXTERN, T)                 \
     EXTERN template struct nn::TransformerEncoderLayer<T>;                  \
     EXTERN template struct nn::TransformerDecoderLayer<T>;                  \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::TransformerEncoderLayer<T>, T)  \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::TransformerDecoderLayer<T>, T)  \
     XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED(EXTERN, T, 2)                   \
     XGRAD_DETAIL_TRANSFORMER_LAYER_COMPILED(EXTERN, T, 3)
 XGRAD_COMPILED_IN(transformer, XGRAD_DETAIL_TRANSFORMER_LAYERS_COMPILED)
