@@ -2,9 +2,11 @@
 // the pool behind parallel_for, compiled once here.
 #include "xgrad/core/parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -212,6 +214,7 @@ bool& inside_parallel_loop() {
     thread_local bool inside = false;
     return inside;
 }
+
 }  // namespace xgrad::detail
 
 namespace xgrad {
