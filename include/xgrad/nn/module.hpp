@@ -194,11 +194,7 @@ void replace_parameters(M& m, Make&& make) {
         var = std::move(fresh);
     });
 }
-}  // namespace detail
 
-// Calls f(name, var) for every parameter of m and of its submodules, each tensor once, under its
-// first name, in declaration order. Works on const and non-const modules.
-namespace detail {
 // for_each_parameter's callback: calls f for each tensor once, under its first name. A named type,
 // not a lambda, so that the walk with it does not depend on the model's type and libxgrad can
 // compile the walk of its own modules once (XGRAD_DETAIL_PARAMETER_WALK below).
@@ -215,6 +211,8 @@ struct FirstNameOnly {
 };
 }  // namespace detail
 
+// Calls f(name, var) for every parameter of m and of its submodules, each tensor once, under its
+// first name, in declaration order. Works on const and non-const modules.
 template <class M, class F>
     requires Module<std::remove_const_t<M>>
 void for_each_parameter(M& m, F&& f) {
