@@ -160,7 +160,7 @@ std::string GemmChoices::default_cache_dir() {
     return {};
 }
 
-GemmBackend GemmChoices::choose(const GemmClass& cls, const Available& available, const Timer& seconds_with) {
+GemmBackend GemmChoices::choose_among(const GemmClass& cls, const Available& available, const Timer& seconds_with) {
     State& s = *state_;
     if (!s.forced_error.empty()) throw value_error(s.forced_error);
     const auto index = [](GemmBackend b) { return std::size_t(std::find(std::begin(all_gemm_backends),

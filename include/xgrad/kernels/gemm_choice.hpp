@@ -61,7 +61,7 @@ public:
         using F = std::remove_reference_t<Time>;
         const Timer timer{const_cast<void*>(static_cast<const void*>(&seconds_with)),
                           [](void* f, GemmBackend b) { return double((*static_cast<F*>(f))(b)); }};
-        return choose(cls, available, timer);
+        return choose_among(cls, available, timer);
     }
 
     // Every choice made in this process so far, as (class, back end); `xgrad bench` prints them.
@@ -76,7 +76,7 @@ private:
         double (*call)(void*, GemmBackend);
         double operator()(GemmBackend b) const { return call(f, b); }
     };
-    GemmBackend choose(const GemmClass& cls, const Available& available, const Timer& seconds_with);
+    GemmBackend choose_among(const GemmClass& cls, const Available& available, const Timer& seconds_with);
     struct State;
     std::unique_ptr<State> state_;
 };
