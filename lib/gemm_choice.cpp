@@ -123,6 +123,14 @@ std::vector<double> best_times(const std::vector<GemmBackend>& candidates, const
     return best;
 }
 
+// `available` is in all_gemm_backends' order, which is the enum's: a back end's value indexes it.
+constexpr bool backends_in_enum_order = [] {
+    for (std::size_t i = 0; i < std::size(all_gemm_backends); ++i)
+        if (std::size_t(all_gemm_backends[i]) != i) return false;
+    return true;
+}();
+static_assert(backends_in_enum_order);
+
 }  // namespace
 
 GemmChoices& GemmChoices::instance() {
@@ -163,18 +171,15 @@ std::string GemmChoices::default_cache_dir() {
 GemmBackend GemmChoices::choose_among(const GemmClass& cls, const Available& available, const Timer& seconds_with) {
     State& s = *state_;
     if (!s.forced_error.empty()) throw value_error(s.forced_error);
-    const auto index = [](GemmBackend b) { return std::size_t(std::find(std::begin(all_gemm_backends),
-                                                                          std::end(all_gemm_backends), b) -
-                                                                std::begin(all_gemm_backends)); };
-    if (s.forced && available[index(*s.forced)]) return *s.forced;
+    if (s.forced && available[std::size_t(*s.forced)]) return *s.forced;
     const std::lock_guard lock(s.mutex);
     if (const auto it = s.chosen.find(cls); it != s.chosen.end()) return it->second;
     std::vector<GemmBackend> candidates;
     for (GemmBackend b : all_gemm_backends)
-        if (available[index(b)]) candidates.push_back(b);
+        if (available[std::size_t(b)]) candidates.push_back(b);
     GemmBackend best = candidates.front();
     if (candidates.size() > 1) {
-        if (const auto recorded = from_file(s.file, cls); recorded && available[index(*recorded)]) {
+        if (const auto recorded = from_file(s.file, cls); recorded && available[std::size_t(*recorded)]) {
             best = *recorded;
         } else {
             const std::vector<double> fastest = best_times(candidates, seconds_with);
