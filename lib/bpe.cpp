@@ -16,7 +16,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "json_unique.hpp"
+#include "json.hpp"
 #include "xgrad/io/file.hpp"
 #include "xgrad/text/tokenizer.hpp"
 
@@ -38,6 +38,11 @@ std::array<char32_t, 256> byte_characters() {
     }
     return out;
 }
+
+}  // namespace
+
+// The model's tables (named, not anonymous: BpeModel::Impl holds them).
+namespace detail {
 
 struct StringHash {
     using is_transparent = void;
@@ -95,19 +100,19 @@ private:
     std::size_t mask_ = 0, size_ = 0;
 };
 
-}  // namespace
+}  // namespace detail
 
 struct BpeModel::Impl {
     std::vector<std::string> token_bytes;  // by id: a vocabulary of N tokens numbers them 0..N-1
-    StringMap<std::int32_t> id_by_token;   // as the vocabulary writes them ("Ġthe")
+    detail::StringMap<std::int32_t> id_by_token;   // as the vocabulary writes them ("Ġthe")
     std::array<std::int32_t, 256> byte_id{};
-    MergeTable merges;
+    detail::MergeTable merges;
     std::vector<std::uint64_t> pairs_by_rank;  // the merges' (left << 32 | right), in the file's order
     std::optional<std::int32_t> end_of_text_id;
     pcre2_code* pattern = nullptr;
     bool jit = false;  // the pattern is JIT-compiled: matched by pcre2_jit_match, which skips the checks
     mutable std::mutex cache_mutex;  // encode() holds it: concurrent encodes of one model take turns
-    mutable StringMap<std::vector<std::int32_t>> cache;
+    mutable detail::StringMap<std::vector<std::int32_t>> cache;
 
     ~Impl() { pcre2_code_free(pattern); }
 
@@ -117,11 +122,11 @@ struct BpeModel::Impl {
         std::vector<std::int32_t> word(piece.size());
         for (std::size_t i = 0; i < piece.size(); ++i) word[i] = byte_id[static_cast<unsigned char>(piece[i])];
         while (word.size() > 1) {
-            Merge best{INT_MAX, -1};
+            detail::Merge best{INT_MAX, -1};
             std::uint64_t best_key = 0;
             for (std::size_t i = 0; i + 1 < word.size(); ++i) {
                 const std::uint64_t key = std::uint64_t(std::uint32_t(word[i])) << 32 | std::uint32_t(word[i + 1]);
-                const Merge* m = merges.find(key);
+                const detail::Merge* m = merges.find(key);
                 if (m && m->rank < best.rank) best = *m, best_key = key;
             }
             if (best.id < 0) break;
@@ -184,7 +189,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
     for (const auto& [token, id_json] : vocab.items()) {
         const std::string where = vocab_name + ": token '" + token + "'";
         if (!id_json.is_number_unsigned() || id_json.get<std::uint64_t>() >= n_tokens)
-            throw io_error(where + ": its id " + id_json.dump() + " is not an integer in [0, " + std::to_string(n_tokens) +
+            throw io_error(where + ": its id " + xgrad::detail::json_text(id_json) + " is not an integer in [0, " + std::to_string(n_tokens) +
                            "): a vocabulary of " + std::to_string(n_tokens) + " tokens numbers them from 0");
         const auto id = std::size_t(id_json.get<std::uint64_t>());
         if (taken[id]) {
@@ -244,7 +249,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
         const std::int32_t left_id = id(left), right_id = id(right), merged = id(std::string(left) + std::string(right));
         const std::uint64_t key = std::uint64_t(std::uint32_t(left_id)) << 32 | std::uint32_t(right_id);
         const auto rank = std::int32_t(impl->merges.size());
-        if (!impl->merges.insert(key, Merge{rank, merged}))
+        if (!impl->merges.insert(key, detail::Merge{rank, merged}))
             throw io_error(where + ": the merge '" + std::string(line) + "' is given twice");
         impl->pairs_by_rank.push_back(key);
     }
@@ -309,7 +314,7 @@ std::string BpeModel::vocab_json() const {
     for (const auto& [token, id] : impl_->id_by_token) token_of[std::size_t(id)] = &token;
     std::string out = "{";
     for (std::size_t id = 0; id < token_of.size(); ++id)
-        if (token_of[id]) out += (out.size() > 1 ? ", " : "") + nlohmann::json(*token_of[id]).dump() + ": " + std::to_string(id);
+        if (token_of[id]) out += (out.size() > 1 ? ", " : "") + xgrad::detail::json_text(nlohmann::json(*token_of[id])) + ": " + std::to_string(id);
     return out + "}";
 }
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "json_fields.hpp"
+#include "json.hpp"
 
 namespace xgrad::io {
 
@@ -38,7 +38,7 @@ nn::GPTConfig parse_gpt2_config(const std::string& text, const std::string& sour
     if (const nlohmann::json* v = f.find("layer_norm_epsilon")) {  // GPT2Config's default: 1e-5
         if (!v->is_number()) f.fail("layer_norm_epsilon", "must be a number, got " + Fields::shown(*v));
         if (std::abs(v->get<double>() - 1e-5) > 1e-5 * 1e-9)
-            f.fail("layer_norm_epsilon", "is " + v->dump() + "; nn::GPT's LayerNorms use 1e-5 (GPT-2's)");
+            f.fail("layer_norm_epsilon", "is " + xgrad::detail::json_text(*v) + "; nn::GPT's LayerNorms use 1e-5 (GPT-2's)");
     }
     if (const nlohmann::json* v = f.find("n_inner"); v && !v->is_null()) {
         if (!v->is_number_integer() || v->get<long long>() != (long long)(4 * c.n_embd))
@@ -77,7 +77,7 @@ std::string gpt2_config_json(const nn::GPTConfig& c) {
                              {"attn_pdrop", c.dropout},
                              {"tie_word_embeddings", true}};
     if (!c.bias) j["bias"] = false;
-    return j.dump(2) + "\n";
+    return xgrad::detail::json_text(j, 2) + "\n";
 }
 
 }  // namespace xgrad::io

@@ -2,7 +2,7 @@
 // naming the file and the field.
 #include "xgrad/io/llama_config_json.hpp"
 
-#include "json_fields.hpp"
+#include "json.hpp"
 
 namespace xgrad::io {
 
@@ -75,7 +75,7 @@ std::string hf_llama_config_json(const nn::LlamaConfig& c) {
                                    {"tie_word_embeddings", c.tie_embeddings},
                                    {"rope_scaling", nullptr},
                                    {"attention_bias", false}};
-    return j.dump(2) + "\n";
+    return xgrad::detail::json_text(j, 2) + "\n";
 }
 
 bool is_llama_folder(const fs::path& dir) {
@@ -83,8 +83,8 @@ bool is_llama_folder(const fs::path& dir) {
     if (!fs::is_directory(dir, ec) || !fs::is_regular_file(dir / "config.json", ec)) return false;
     try {
         const std::string text = read_text(dir / "config.json");
-        const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-        return j.is_object() && j.value("model_type", "") == "llama";
+        const std::optional<nlohmann::json> j = xgrad::detail::parse_json_or_none(text);
+        return j && j->is_object() && j->value("model_type", "") == "llama";
     } catch (const std::exception&) {
         return false;
     }

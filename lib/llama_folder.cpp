@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "json_fields.hpp"
+#include "json.hpp"
 
 namespace xgrad::io {
 

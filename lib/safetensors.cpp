@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "json_unique.hpp"
+#include "json.hpp"
 
 namespace xgrad::io {
 namespace {
@@ -37,7 +37,7 @@ SafetensorsDtype dtype_of_name(const nlohmann::json& j, const std::string& where
 }
 
 std::uint64_t unsigned_of(const nlohmann::json& j, const std::string& where, const char* field) {
-    if (!j.is_number_unsigned()) throw io_error(where + ": \"" + field + "\" holds " + j.dump() + ", not a non-negative integer");
+    if (!j.is_number_unsigned()) throw io_error(where + ": \"" + field + "\" holds " + xgrad::detail::json_text(j) + ", not a non-negative integer");
     return j.get<std::uint64_t>();
 }
 
@@ -268,7 +268,7 @@ std::vector<std::byte> encode_safetensors(const std::map<std::string, NpyArray>&
                             {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
     }
-    std::string text = header.dump();
+    std::string text = xgrad::detail::json_text(header);
     text.append((8 - text.size() % 8) % 8, ' ');
     if (text.size() > max_header_size)
         throw value_error(source + ": the header would take " + std::to_string(text.size()) + " bytes, over the limit of " +

@@ -236,6 +236,6 @@ namespace xgrad {
     EXTERN template Var<T, 0> linear_cross_entropy<T, 3>(const Var<T, 3>&, const Var<T, 2>&,                        \
                                                          const xt::xtensor<std::int64_t, 2>&,                         \
                                                          const LinearCrossEntropyOptions&);
-XGRAD_COMPILED_IN(gpt, XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED)
+XGRAD_COMPILED_IN(decoders, XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED)
 #undef XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED
 }  // namespace xgrad
