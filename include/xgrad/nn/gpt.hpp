@@ -294,6 +294,6 @@ namespace xgrad {
     EXTERN template Var<T, 0> nn::gpt_loss<T>(const Var<T, 3>&, const xt::xtensor<std::int64_t, 2>&);               \
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::GPT<T>>(                                           \
         const nn::GPT<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
-XGRAD_COMPILED_IN(decoders, XGRAD_DETAIL_GPT_COMPILED)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_GPT_COMPILED)
 #undef XGRAD_DETAIL_GPT_COMPILED
 }  // namespace xgrad

@@ -280,6 +280,6 @@ namespace xgrad {
     XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::Llama<T>, T)                                                       \
     EXTERN template xt::xtensor<std::int64_t, 2> nn::generate<nn::Llama<T>>(                                   \
         const nn::Llama<T>&, const xt::xtensor<std::int64_t, 2>&, std::size_t, Generator&, const nn::GenerateOptions&);
-XGRAD_COMPILED_IN(decoders, XGRAD_DETAIL_LLAMA_COMPILED)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_LLAMA_COMPILED)
 #undef XGRAD_DETAIL_LLAMA_COMPILED
 }  // namespace xgrad

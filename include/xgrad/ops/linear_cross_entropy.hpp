@@ -230,12 +230,12 @@ Var<T, 0> linear_cross_entropy(const Var<T, N>& x, const Var<T, 2>& weight,
 
 }  // namespace xgrad
 
-// Compiled once in libxgrad (xgrad/core/compiled.hpp), in its unit of the decoders that use it.
+// Compiled once in libxgrad (xgrad/core/compiled.hpp), in the unit of the models that use it.
 namespace xgrad {
 #define XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED(EXTERN, T)                                                      \
     EXTERN template Var<T, 0> linear_cross_entropy<T, 3>(const Var<T, 3>&, const Var<T, 2>&,                        \
                                                          const xt::xtensor<std::int64_t, 2>&,                         \
                                                          const LinearCrossEntropyOptions&);
-XGRAD_COMPILED_IN(decoders, XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED)
 #undef XGRAD_DETAIL_LINEAR_CROSS_ENTROPY_COMPILED
 }  // namespace xgrad
