@@ -61,7 +61,7 @@ xgrad_configure() {
 }
 
 # xgrad_compile DIR WHAT [TARGET...]: builds TARGET (default: everything) in DIR, with two compile
-# jobs (XGRAD_JOBS): a translation unit of xtensor templates needs about 1 GB.
+# jobs (XGRAD_JOBS): a translation unit of xtensor templates needs 1 to 2.2 GB (lib/nn.cpp, the most).
 xgrad_compile() {
   dir=$1 what=$2
   shift 2
