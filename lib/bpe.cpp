@@ -21,6 +21,7 @@
 #include "xgrad/text/tokenizer.hpp"
 
 namespace xgrad::text {
+using xgrad::detail::json_text;
 namespace {
 
 // GPT-2's pre-tokenizer (OpenAI's encoder.py), as written there.
@@ -189,7 +190,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse(std::string_view vocab_json, std
     for (const auto& [token, id_json] : vocab.items()) {
         const std::string where = vocab_name + ": token '" + token + "'";
         if (!id_json.is_number_unsigned() || id_json.get<std::uint64_t>() >= n_tokens)
-            throw io_error(where + ": its id " + xgrad::detail::json_text(id_json) + " is not an integer in [0, " + std::to_string(n_tokens) +
+            throw io_error(where + ": its id " + json_text(id_json) + " is not an integer in [0, " + std::to_string(n_tokens) +
                            "): a vocabulary of " + std::to_string(n_tokens) + " tokens numbers them from 0");
         const auto id = std::size_t(id_json.get<std::uint64_t>());
         if (taken[id]) {
@@ -314,7 +315,7 @@ std::string BpeModel::vocab_json() const {
     for (const auto& [token, id] : impl_->id_by_token) token_of[std::size_t(id)] = &token;
     std::string out = "{";
     for (std::size_t id = 0; id < token_of.size(); ++id)
-        if (token_of[id]) out += (out.size() > 1 ? ", " : "") + xgrad::detail::json_text(nlohmann::json(*token_of[id])) + ": " + std::to_string(id);
+        if (token_of[id]) out += (out.size() > 1 ? ", " : "") + json_text(nlohmann::json(*token_of[id])) + ": " + std::to_string(id);
     return out + "}";
 }
 

@@ -10,6 +10,7 @@ namespace xgrad::io {
 
 namespace fs = std::filesystem;
 using detail::Fields;
+using xgrad::detail::json_text;
 
 nn::GPTConfig parse_gpt2_config(const std::string& text, const std::string& source) {
     const nlohmann::json j = xgrad::detail::parse_json_unique_keys(text.data(), text.data() + text.size(), source);
@@ -38,7 +39,7 @@ nn::GPTConfig parse_gpt2_config(const std::string& text, const std::string& sour
     if (const nlohmann::json* v = f.find("layer_norm_epsilon")) {  // GPT2Config's default: 1e-5
         if (!v->is_number()) f.fail("layer_norm_epsilon", "must be a number, got " + Fields::shown(*v));
         if (std::abs(v->get<double>() - 1e-5) > 1e-5 * 1e-9)
-            f.fail("layer_norm_epsilon", "is " + xgrad::detail::json_text(*v) + "; nn::GPT's LayerNorms use 1e-5 (GPT-2's)");
+            f.fail("layer_norm_epsilon", "is " + json_text(*v) + "; nn::GPT's LayerNorms use 1e-5 (GPT-2's)");
     }
     if (const nlohmann::json* v = f.find("n_inner"); v && !v->is_null()) {
         if (!v->is_number_integer() || v->get<long long>() != (long long)(4 * c.n_embd))
@@ -77,7 +78,7 @@ std::string gpt2_config_json(const nn::GPTConfig& c) {
                              {"attn_pdrop", c.dropout},
                              {"tie_word_embeddings", true}};
     if (!c.bias) j["bias"] = false;
-    return xgrad::detail::json_text(j, 2) + "\n";
+    return json_text(j, 2) + "\n";
 }
 
 }  // namespace xgrad::io

@@ -12,6 +12,7 @@ namespace xgrad::io {
 namespace fs = std::filesystem;
 using detail::Fields;
 using detail::read_text;
+using xgrad::detail::json_text;
 
 std::map<std::string, NpyArray> read_gpt2_safetensors(const fs::path& path, const nn::GPTConfig& c) {
     const std::string source = path.string();
@@ -86,7 +87,7 @@ text::Tokenizer read_folder_tokenizer(const fs::path& dir) {
     const nlohmann::json j = xgrad::detail::parse_json_unique_keys(text.data(), text.data() + text.size(), source);
     if (!j.is_object()) throw io_error(source + ": must hold a JSON object, got " + std::string(j.type_name()));
     const Fields f{j, source};
-    if (f.positive("version") != 1) f.fail("version", "is " + xgrad::detail::json_text(j["version"]) + "; this xgrad reads version 1");
+    if (f.positive("version") != 1) f.fail("version", "is " + json_text(j["version"]) + "; this xgrad reads version 1");
     const nlohmann::json* kind = f.find("kind");
     if (!kind) f.fail("kind", "is missing");
     if (*kind == "byte") return text::Tokenizer::bytes();
@@ -126,7 +127,7 @@ void write_folder_tokenizer(const fs::path& dir, const text::Tokenizer& tok) {
         for (const char32_t c : tok.vocabulary()) text::append_utf8(chars, c);
         j["characters"] = chars;
     }
-    write(xgrad_tokenizer_file, xgrad::detail::json_text(j, 2) + "\n");
+    write(xgrad_tokenizer_file, json_text(j, 2) + "\n");
 }
 
 bool is_gpt_folder(const fs::path& dir) {

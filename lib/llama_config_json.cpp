@@ -9,6 +9,7 @@ namespace xgrad::io {
 namespace fs = std::filesystem;
 using detail::Fields;
 using detail::read_text;
+using xgrad::detail::json_text;
 
 nn::LlamaConfig parse_hf_llama_config(const std::string& text, const std::string& source) {
     const nlohmann::json j = xgrad::detail::parse_json_unique_keys(text.data(), text.data() + text.size(), source);
@@ -75,7 +76,7 @@ std::string hf_llama_config_json(const nn::LlamaConfig& c) {
                                    {"tie_word_embeddings", c.tie_embeddings},
                                    {"rope_scaling", nullptr},
                                    {"attention_bias", false}};
-    return xgrad::detail::json_text(j, 2) + "\n";
+    return json_text(j, 2) + "\n";
 }
 
 bool is_llama_folder(const fs::path& dir) {

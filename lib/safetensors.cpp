@@ -11,6 +11,7 @@
 #include "json.hpp"
 
 namespace xgrad::io {
+using xgrad::detail::json_text;
 namespace {
 
 constexpr std::uint64_t max_header_size = 100'000'000;  // the reference's MAX_HEADER_SIZE
@@ -37,7 +38,7 @@ SafetensorsDtype dtype_of_name(const nlohmann::json& j, const std::string& where
 }
 
 std::uint64_t unsigned_of(const nlohmann::json& j, const std::string& where, const char* field) {
-    if (!j.is_number_unsigned()) throw io_error(where + ": \"" + field + "\" holds " + xgrad::detail::json_text(j) + ", not a non-negative integer");
+    if (!j.is_number_unsigned()) throw io_error(where + ": \"" + field + "\" holds " + json_text(j) + ", not a non-negative integer");
     return j.get<std::uint64_t>();
 }
 
@@ -268,7 +269,7 @@ std::vector<std::byte> encode_safetensors(const std::map<std::string, NpyArray>&
                             {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
     }
-    std::string text = xgrad::detail::json_text(header);
+    std::string text = json_text(header);
     text.append((8 - text.size() % 8) % 8, ' ');
     if (text.size() > max_header_size)
         throw value_error(source + ": the header would take " + std::to_string(text.size()) + " bytes, over the limit of " +
