@@ -10,7 +10,6 @@
 #include <vector>
 
 #include <doctest/doctest.h>
-#include <xtensor/xnpy.hpp>
 
 #include "support/fixtures.hpp"
 #include "xgrad/nn/multihead_attention.hpp"
@@ -34,7 +33,7 @@ const std::string dir = std::string(XGRAD_FIXTURES) + "/attention/";
 
 bool has(const std::string& c, const std::string& name) { return std::filesystem::exists(dir + c + "_" + name + ".npy"); }
 xt::xarray<double> load(const std::string& c, const std::string& name) {
-    return xt::load_npy<double>(dir + c + "_" + name + ".npy");
+    return io::read_npy(dir + c + "_" + name + ".npy").as_xarray<double>();
 }
 
 double worst_error = 0;  // largest |ours - torch| / (1 + |torch|) over every compared value

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <string>
 
-#include <xtensor/xnpy.hpp>
 
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"

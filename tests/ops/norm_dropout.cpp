@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <xtensor/xnpy.hpp>
 
 #include "support/fixtures.hpp"
 #include "xgrad/xgrad.hpp"

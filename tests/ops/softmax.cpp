@@ -7,7 +7,6 @@
 
 #include <doctest/doctest.h>
 #include <xtensor/xbroadcast.hpp>
-#include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
 #include "support/fixtures.hpp"
