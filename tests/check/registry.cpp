@@ -2,6 +2,7 @@
 // case: one test case per family, one CHECK per case, named in the failure. Also: every family is
 // walked here, and find_gradchecks / run_gradcheck. (That every public op and module has a case:
 // tests/check_op_coverage.py.)
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -68,6 +69,14 @@ TEST_CASE("find_gradchecks selects by op name; run_gradcheck reports an exceptio
     CHECK(matmuls.size() >= 2);
     for (const auto* c : matmuls) CHECK(c->op == "matmul");
     CHECK(find_gradchecks("^no such op$").empty());
+    // found anywhere in the name, as std::regex_search finds: "soft" selects softmax and log_softmax
+    const auto softmaxes = find_gradchecks("soft");
+    CHECK(std::any_of(softmaxes.begin(), softmaxes.end(), [](const auto* c) { return c->op == "log_softmax"; }));
+    for (const auto* c : softmaxes) CHECK(c->op.find("soft") != std::string::npos);
+    CHECK_THROWS_WITH_AS(find_gradchecks("(matmul"),
+                         "find_gradchecks: '(matmul' is not a valid regular expression: missing closing parenthesis "
+                         "at offset 7",
+                         value_error);
 
     const GradcheckCase throws{"broken", "()", []() -> GradcheckResult { throw std::runtime_error("no backward"); }};
     const GradcheckResult r = run_gradcheck(throws);

@@ -46,8 +46,8 @@ struct RegisterGradchecks {
     }
 };
 
-// The cases whose op name matches `op_regex` (std::regex_search; empty matches all). Throws
-// std::regex_error on a malformed pattern.
+// The cases whose op name matches `op_regex` (a Perl-style regular expression found anywhere in the
+// name, as std::regex_search finds one; empty matches all). A malformed pattern is a value_error.
 std::vector<const GradcheckCase*> find_gradchecks(const std::string& op_regex = "");
 
 // Runs one case; an exception it throws is a failed result whose failure says so.
