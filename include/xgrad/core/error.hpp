@@ -31,16 +31,26 @@ struct io_error : error {
     using error::error;
 };
 
+namespace detail {
+// "(2, 3, 4)" of the `rank` dims at `dims`; "(3,)" for one, "()" for none (compiled in libxgrad).
+std::string shape_text(const std::size_t* dims, std::size_t rank);
+std::string shape_text(const long* dims, std::size_t rank);
+}  // namespace detail
+
 // "(2, 3, 4)" for any shape-like container; "()" for a scalar.
 template <class S>
 std::string shape_str(const S& shape) {
-    std::string text = "(";
-    std::size_t i = 0;
-    for (auto d : shape) {
-        if (i++) text += ", ";
-        text += std::to_string(d);
+    if constexpr (requires { detail::shape_text(shape.data(), shape.size()); }) {
+        return detail::shape_text(shape.data(), shape.size());  // arrays, vectors, spans of size_t or long
+    } else {
+        std::string text = "(";
+        std::size_t i = 0;
+        for (auto d : shape) {
+            if (i++) text += ", ";
+            text += std::to_string(d);
+        }
+        return text + (i == 1 ? ",)" : ")");
     }
-    return text + (i == 1 ? ",)" : ")");
 }
 
 // Entry check of an op or module (yours too): `v` (a Var handle, or anything testable as bool) must

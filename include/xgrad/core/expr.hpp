@@ -359,13 +359,8 @@ constexpr std::array<FormulaToken, Formula<E>::size> formula_tokens() {
     Formula<E>::put(tokens.data());
     return tokens;
 }
-// The text of the subformula starting at `at`, which moves past it.
-inline std::string formula_text(const FormulaToken*& at) {
-    const FormulaToken token = *at++;
-    std::string text = token.name;
-    for (std::size_t i = 0; i < token.operands; ++i) text += (i ? ", " : "(") + formula_text(at);
-    return token.operands ? text + ")" : text;
-}
+// The text of the subformula starting at `at`, which moves past it (compiled in libxgrad).
+std::string formula_text(const FormulaToken*& at);
 }  // namespace detail
 template <class E>
 std::string formula() {
