@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace xgrad {
 
@@ -43,13 +44,9 @@ std::string shape_str(const S& shape) {
     if constexpr (requires { detail::shape_text(shape.data(), shape.size()); }) {
         return detail::shape_text(shape.data(), shape.size());  // arrays, vectors, spans of size_t or long
     } else {
-        std::string text = "(";
-        std::size_t i = 0;
-        for (auto d : shape) {
-            if (i++) text += ", ";
-            text += std::to_string(d);
-        }
-        return text + (i == 1 ? ",)" : ")");
+        std::vector<long> dims;  // any other container's dims, as long
+        for (auto d : shape) dims.push_back(static_cast<long>(d));
+        return detail::shape_text(dims.data(), dims.size());
     }
 }
 
