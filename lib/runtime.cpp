@@ -7,5 +7,6 @@
 #include "parallel.cpp"
 #include "tape.cpp"
 #include "tape_graph.cpp"
+#include "shape_text.cpp"
 #include "shapes.cpp"
 #include "check_registry.cpp"

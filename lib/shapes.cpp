@@ -1,25 +1,11 @@
-// The text of shapes and formulas in messages and tape labels, and reshape's target: code without
-// templates that every op's header uses (core/error.hpp, core/expr.hpp, ops/shape.hpp), compiled
-// once here instead of in every unit.
+// An expression's formula as text (a node's label) and reshape's target: code without templates
+// that core/expr.hpp and ops/shape.hpp declare, compiled once here instead of in every unit.
 #include <string>
 
-#include "xgrad/core/error.hpp"
 #include "xgrad/core/expr.hpp"
 #include "xgrad/ops/shape.hpp"
 
 namespace xgrad::detail {
-
-namespace {
-template <class D>
-std::string dims_text(const D* dims, std::size_t rank) {
-    std::string text = "(";
-    for (std::size_t i = 0; i < rank; ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
-    return text + (rank == 1 ? ",)" : ")");
-}
-}  // namespace
-
-std::string shape_text(const std::size_t* dims, std::size_t rank) { return dims_text(dims, rank); }
-std::string shape_text(const long* dims, std::size_t rank) { return dims_text(dims, rank); }
 
 std::string formula_text(const FormulaToken*& at) {
     const FormulaToken token = *at++;
