@@ -23,6 +23,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -102,6 +103,27 @@ template <Real T>
 void visit_input(const Node::InputVisitor& f, const HeadOperand<T>& x) {
     xgrad::visit_input(f, x.source);
 }
+
+// How a caller's masks reach an attention: fill(ScoreMasks&) merges them into the masks of the scores
+// (reset to the scores' shape first). A reference to the caller's callable, not a copy, called
+// before the attention returns; one type for every caller, so that every path is compiled once for
+// each element type (libxgrad's lists in paths.hpp), whatever masks the caller has.
+template <Real T>
+class MaskFiller {
+public:
+    template <class Fill>
+        requires(!std::same_as<Fill, MaskFiller> && std::invocable<const Fill&, kernels::ScoreMasks<T>&>)
+    MaskFiller(const Fill& fill)  // NOLINT(google-explicit-constructor): a lambda is passed as it is
+        : fill_(&fill), call_([](const void* f, kernels::ScoreMasks<T>& masks) { (*static_cast<const Fill*>(f))(masks); }) {}
+    void operator()(kernels::ScoreMasks<T>& masks) const { call_(fill_, masks); }
+
+private:
+    const void* fill_;
+    void (*call_)(const void*, kernels::ScoreMasks<T>&);
+};
+// The parameter type of the paths: not deduced, so that T comes from the operands and a lambda converts.
+template <Real T>
+using MaskFillerOf = std::type_identity_t<MaskFiller<T>>;
 
 // The gradient buffers of a one-op attention's inputs (null: not needed), for its backward.
 template <Real T>
@@ -293,9 +315,9 @@ private:
 
 // O in the layout `out` (E = H·D contiguous columns, shape out_shape) for query, key and value
 // heads; fill_masks(ScoreMasks&) merges the masks into the node's buffers (reset to the scores' shape).
-template <Real T, class FillMasks>
+template <Real T>
 Var<T, 3> fused_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
-                          FillMasks fill_masks, const HeadLayout& out, const std::array<std::size_t, 3>& out_shape) {
+                          MaskFillerOf<T> fill_masks, const HeadLayout& out, const std::array<std::size_t, 3>& out_shape) {
     check_head_operands(q.layout, k.layout, v.layout, "attention");
     return make_op<FusedAttentionNode<T>>(out_shape, [&](auto& node) {
         node.out = out, node.scale = scale;

@@ -91,9 +91,9 @@ xt::xtensor<T, 4> dense_masks(const kernels::ScoreMasks<T>& masks, const std::ar
 
 // The attention by plain ops with every hook point: {context in the layout of out_shape, weights
 // (B·H, L, S) after dropout}. q, k, v already went through their hooks.
-template <Real T, class FillMasks>
+template <Real T>
 std::array<Var<T, 3>, 2> hooked_reference_attention(const HeadOperand<T>& q, const HeadOperand<T>& k,
-                                                    const HeadOperand<T>& v, T scale, const FillMasks& fill_masks,
+                                                    const HeadOperand<T>& v, T scale, MaskFillerOf<T> fill_masks,
                                                     double p, Generator* gen, bool batch_first) {
     check_head_operands(q.layout, k.layout, v.layout, "attention");
     const std::size_t B = q.layout.batch, H = q.layout.heads, L = q.layout.len, S = k.layout.len;

@@ -158,9 +158,9 @@ private:
 // O in the layout `out` (E = H·D contiguous columns, shape out_shape) for query, key and value
 // heads; fill_masks(ScoreMasks&) merges the masks into the node's buffers (reset to the scores'
 // shape). block_rows 0: block_rows_for the keys.
-template <Real T, class FillMasks>
+template <Real T>
 Var<T, 3> memory_efficient_attention(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v,
-                                     T scale, FillMasks fill_masks, const HeadLayout& out,
+                                     T scale, MaskFillerOf<T> fill_masks, const HeadLayout& out,
                                      const std::array<std::size_t, 3>& out_shape, std::size_t block_rows = 0) {
     check_head_operands(q.layout, k.layout, v.layout, "attention");
     return make_op<MemoryEfficientAttentionNode<T>>(out_shape, [&](auto& node) {

@@ -111,9 +111,9 @@ struct AttendResult {
 // dropout(masked_softmax(scale · q·kᵀ, masks)); context (.., E) = weights · v per head, written in
 // `out_shape`. fill_masks(kernels::ScoreMasks<T>&) merges the caller's masks. Every caller
 // (scaled_dot_product_attention, MultiheadAttention, nn::GPT's causal self-attention) goes through it.
-template <Real T, class FillMasks>
+template <Real T>
 AttendResult<T> attend_on_path(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
-                               const FillMasks& fill_masks, const AttendOptions& o,
+                               MaskFillerOf<T> fill_masks, const AttendOptions& o,
                                const std::array<std::size_t, 3>& out_shape) {
     const HeadLayout out_heads = HeadLayout::of(out_shape, o.batch_first, q.layout.heads, q.layout.head_dim, 0);
     AttendResult<T> r;
@@ -145,9 +145,9 @@ AttendResult<T> attend_on_path(const HeadOperand<T>& q, const HeadOperand<T>& k,
 }
 
 // attend_on_path, or with the attention's hook points when a hook wants one (hooked.hpp).
-template <Real T, class FillMasks>
+template <Real T>
 AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const HeadOperand<T>& v, T scale,
-                       const FillMasks& fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
+                       MaskFillerOf<T> fill_masks, const AttendOptions& o, const std::array<std::size_t, 3>& out_shape) {
     if (!attention_hooks_wanted()) return attend_on_path(q, k, v, scale, fill_masks, o, out_shape);
     const auto hooked = [&](const HeadOperand<T>& x, const char* name) {
         return o.operands_hooked ? x : hooked_heads(x, name);
@@ -168,3 +168,23 @@ AttendResult<T> attend(const HeadOperand<T>& q, const HeadOperand<T>& k, const H
 
 }  // namespace detail
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): every path, whatever the caller's masks
+// (MaskFiller), so that a caller's unit instantiates none of them.
+namespace xgrad {
+#define XGRAD_DETAIL_ATTENTION_PATHS_COMPILED(EXTERN, T)                                                               \
+    EXTERN template nn::detail::AttendResult<T> nn::detail::attend<T>(                                                 \
+        const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, T,    \
+        nn::detail::MaskFillerOf<T>, const nn::detail::AttendOptions&, const std::array<std::size_t, 3>&);           \
+    EXTERN template Var<T, 3> nn::detail::fused_attention<T>(                                                          \
+        const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, T,    \
+        nn::detail::MaskFillerOf<T>, const nn::detail::HeadLayout&, const std::array<std::size_t, 3>&);              \
+    EXTERN template Var<T, 3> nn::detail::memory_efficient_attention<T>(                                               \
+        const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, const nn::detail::HeadOperand<T>&, T,    \
+        nn::detail::MaskFillerOf<T>, const nn::detail::HeadLayout&, const std::array<std::size_t, 3>&, std::size_t); \
+    EXTERN template Var<T, 3> nn::detail::attention_weights<T>(const nn::detail::HeadOperand<T>&,                      \
+                                                               const nn::detail::HeadOperand<T>&, T,                   \
+                                                               nn::detail::MaskFillerOf<T>);
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_ATTENTION_PATHS_COMPILED)
+#undef XGRAD_DETAIL_ATTENTION_PATHS_COMPILED
+}  // namespace xgrad

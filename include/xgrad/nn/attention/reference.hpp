@@ -78,9 +78,9 @@ Var<T, 4> heads_tensor(const HeadOperand<T>& x, bool batch_first) {
 
 // MultiheadAttention's attention by the reference path: {context in the layout of out_shape
 // ((L, B, E) or (B, L, E)), weights (B·H, L, S')}.
-template <Real T, class FillMasks>
+template <Real T>
 std::array<Var<T, 3>, 2> reference_heads_attention(const HeadOperand<T>& q, const HeadOperand<T>& k,
-                                                   const HeadOperand<T>& v, T scale, FillMasks fill_masks, double p,
+                                                   const HeadOperand<T>& v, T scale, MaskFillerOf<T> fill_masks, double p,
                                                    Generator* gen, bool batch_first) {
     check_head_operands(q.layout, k.layout, v.layout, "attention");
     thread_local kernels::ScoreMasks<T> masks;

@@ -161,8 +161,8 @@ public:
 
 // P (B·H, L, S) for query heads q and key heads k. fill_masks(ScoreMasks&) merges the masks into
 // the node's buffers (reset to the scores' shape).
-template <Real T, class FillMasks>
-Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, FillMasks fill_masks) {
+template <Real T>
+Var<T, 3> attention_weights(const HeadOperand<T>& q, const HeadOperand<T>& k, T scale, MaskFillerOf<T> fill_masks) {
     check_head_operands(q.layout, k.layout, k.layout, "attention_weights");
     const std::array<std::size_t, 3> shape{q.layout.batch * q.layout.heads, q.layout.len, k.layout.len};
     return make_op<AttentionWeightsNode<T>>(shape, [&](auto& node) {
