@@ -11,9 +11,12 @@
 // different gradient. Parameters that f captures (rather than takes as inputs) have their grad
 // changed by the check: zero them afterwards if that matters.
 //
-// The checking itself is check/gradcheck_core.hpp; here is only the typed adapter between it and
-// f, which is all that each checked function compiles.
+// The checking itself is compiled in libxgrad (check/gradcheck_core.hpp declares it); here is the
+// typed adapter between it and f: one class per signature (the inputs' ranks and the result's),
+// and per checked function only its call.
 #pragma once
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -36,15 +39,17 @@ auto as_var(R&& r) {
     else return eval(r);
 }
 
-// f and its inputs x_i (xt::xtensor<double, N_i>) behind GradcheckTarget.
-template <class F, class... X>
-class TypedGradcheckTarget final : public GradcheckTarget {
-    using Params = std::tuple<Var<double, X::rank>...>;
-    using Y = decltype(as_var(std::declval<F&>()(std::declval<const Var<double, X::rank>&>()...)));
-    static constexpr std::size_t K = sizeof...(X);
-
+// A function of inputs x_i (xt::xtensor<double, N_i>) with a Var<double, M> result, behind
+// GradcheckTarget: everything but the call of the function, so that the checked functions of one
+// signature share it (each compiles only its call, below).
+template <std::size_t M, std::size_t... N>
+class GradcheckTargetOf : public GradcheckTarget {
 public:
-    TypedGradcheckTarget(F& f, std::tuple<X...> x) : f_(f), x_(std::move(x)) {}
+    using Inputs = std::tuple<xt::xtensor<double, N>...>;
+    using Params = std::tuple<Var<double, N>...>;
+    static constexpr std::size_t K = sizeof...(N);
+
+    explicit GradcheckTargetOf(Inputs x) : x_(std::move(x)) {}
 
     std::size_t inputs() const override { return K; }
     std::span<double> input(std::size_t i) override {
@@ -55,12 +60,11 @@ public:
     }
     std::vector<double> forward_values() override {
         const NoGrad no_grad;
-        const auto constants = std::apply([](const auto&... xi) { return std::make_tuple(constant(xi)...); }, x_);
-        const Y y = call(constants);
+        const Var<double, M> y = call(std::apply([](const auto&... xi) { return Params(constant(xi)...); }, x_));
         return std::vector<double>(y.value().begin(), y.value().end());
     }
     void record() override {
-        params_ = std::apply([](const auto&... xi) { return std::make_tuple(parameter(xi)...); }, x_);
+        params_ = std::apply([](const auto&... xi) { return Params(parameter(xi)...); }, x_);
         record_again();
     }
     void record_again() override {
@@ -80,17 +84,15 @@ public:
         return pick(*params_, i, [](const auto& p) { return std::span<const double>(p.grad().data(), p.size()); });
     }
 
-private:
-    F& f_;
-    std::tuple<X...> x_;
-    std::optional<Params> params_;
-    std::optional<Y> y_;
-    xt::xtensor<double, Y::rank> seed_;
+protected:
+    virtual Var<double, M> call(const Params& params) = 0;  // f(params...)
 
-    template <class P>
-    Y call(const P& params) {
-        return std::apply([&](const auto&... p) { return as_var(f_(p...)); }, params);
-    }
+private:
+    Inputs x_;
+    std::optional<Params> params_;
+    std::optional<Var<double, M>> y_;
+    xt::xtensor<double, M> seed_;
+
     // g(element i of the tuple), i known at run time.
     template <class Tuple, class G>
     static auto pick(Tuple& tuple, std::size_t i, G&& g) {
@@ -102,10 +104,31 @@ private:
     }
 };
 
+// f's result as a Var (an expression materialized), for its inputs' ranks N...
+template <class F, std::size_t... N>
+using GradcheckResultVar = decltype(as_var(std::declval<F&>()(std::declval<const Var<double, N>&>()...)));
+
+// f behind GradcheckTargetOf: its call, the one part compiled per checked function.
+template <class F, std::size_t... N>
+class TypedGradcheckTarget final : public GradcheckTargetOf<GradcheckResultVar<F, N...>::rank, N...> {
+    using Base = GradcheckTargetOf<GradcheckResultVar<F, N...>::rank, N...>;
+    static_assert(std::same_as<typename GradcheckResultVar<F, N...>::value_type, double>,
+                  "xgrad: gradcheck's function must return a Var or an expression of double");
+
+public:
+    TypedGradcheckTarget(F& f, typename Base::Inputs x) : Base(std::move(x)), f_(f) {}
+
+private:
+    F& f_;
+    Var<double, GradcheckResultVar<F, N...>::rank> call(const typename Base::Params& params) override {
+        return std::apply([&](const auto&... p) { return as_var(f_(p...)); }, params);
+    }
+};
+
 template <class F, class... X>
 GradcheckResult gradcheck_inputs(F& f, std::tuple<X...> inputs, const GradcheckOptions& opt) {
-    TypedGradcheckTarget<F, X...> target(f, std::move(inputs));
-    return GradientChecker(target, opt).run();
+    TypedGradcheckTarget<F, X::rank...> target(f, std::move(inputs));
+    return check_gradients(target, opt);
 }
 
 }  // namespace detail
