@@ -359,7 +359,9 @@ namespace xgrad {
 #define XGRAD_DETAIL_TILED_COMPILED(EXTERN, T)                                                                     \
     EXTERN template void kernels::tiled::product<T>(const kernels::tiled::Plan<T>&, const T*, std::size_t);       \
     EXTERN template void kernels::tiled::pack_transposed<T>(const T*, std::size_t, std::size_t, std::size_t, T*,   \
-                                                            std::size_t);
+                                                            std::size_t);                                          \
+    EXTERN template void kernels::tiled::gemm<T>(bool, bool, std::size_t, std::size_t, std::size_t, T, const T*,   \
+                                                 std::size_t, const T*, std::size_t, T, T*, std::size_t, const T*);
 XGRAD_COMPILED_IN(kernels, XGRAD_DETAIL_TILED_COMPILED)
 #undef XGRAD_DETAIL_TILED_COMPILED
 }  // namespace xgrad
