@@ -18,9 +18,7 @@ std::array<std::size_t, R> broadcast_shapes(const SA& a, const SB& b, const char
     for (std::size_t k = 0; k < R; ++k) {
         const std::size_t da = k + na >= R ? a[k + na - R] : 1;
         const std::size_t db = k + nb >= R ? b[k + nb - R] : 1;
-        if (da != db && da != 1 && db != 1)
-            throw shape_error(std::string(op) + ": cannot broadcast operand of shape " + shape_str(a) +
-                              " with operand of shape " + shape_str(b));
+        if (da != db && da != 1 && db != 1) throw_not_broadcastable(op, a.data(), na, b.data(), nb);
         out[k] = da == 1 ? db : da;
     }
     return out;

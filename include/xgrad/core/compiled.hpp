@@ -3,6 +3,7 @@
 // namespace xgrad, and ends with
 //     XGRAD_COMPILED_IN(unit, LIST)          // for float and double
 //     XGRAD_COMPILED_IN_FOR(unit, LIST, T)   // for one element type
+//     XGRAD_COMPILED_ONCE_IN(unit, LIST)     // for code without one (LIST's T is void)
 // where unit is the libxgrad file that compiles them (lib/<unit>.cpp). That is the whole list:
 //   - in a program that links libxgrad, built for the library's SIMD level (XGRAD_PRECOMPILED is
 //     1), the line declares them `extern template`, so the program does not compile them again;
@@ -55,6 +56,7 @@ static_assert(XTENSOR_DEFAULT_ALIGNMENT == XGRAD_LIBRARY_SIMD_ALIGNMENT,
 
 #define XGRAD_COMPILED_IN_FOR(UNIT, LIST, T) XGRAD_DETAIL_UNIT_##UNIT(LIST, T)
 #define XGRAD_COMPILED_IN(UNIT, LIST) XGRAD_COMPILED_IN_FOR(UNIT, LIST, float) XGRAD_COMPILED_IN_FOR(UNIT, LIST, double)
+#define XGRAD_COMPILED_ONCE_IN(UNIT, LIST) XGRAD_COMPILED_IN_FOR(UNIT, LIST, void)
 
 // LIST_N(EXTERN, T, N) for the ranks 1 to 4, and 0 to 4.
 #define XGRAD_COMPILED_RANKS_1_TO_4(LIST_N, EXTERN, T) \

@@ -36,6 +36,13 @@ namespace detail {
 // "(2, 3, 4)" of the `rank` dims at `dims`; "(3,)" for one, "()" for none (compiled in libxgrad).
 std::string shape_text(const std::size_t* dims, std::size_t rank);
 std::string shape_text(const long* dims, std::size_t rank);
+
+// The throws of checks that every op inlines, out of line (compiled in libxgrad) so that each
+// inlined check is a compare and a call, not the building of its message.
+[[noreturn]] void throw_empty_var(const char* op, const char* operand);
+[[noreturn]] void throw_stale_var(const char* op_name, const std::size_t* dims, std::size_t rank);
+[[noreturn]] void throw_not_broadcastable(const char* op, const std::size_t* a, std::size_t rank_a, const std::size_t* b,
+                                          std::size_t rank_b);
 }  // namespace detail
 
 // "(2, 3, 4)" for any shape-like container; "()" for a scalar.
@@ -54,9 +61,7 @@ std::string shape_str(const S& shape) {
 // not be empty, as a default-constructed or moved-from Var is; `operand` names it in the value_error.
 template <class V>
 void require_var(const V& v, const char* op, const char* operand) {
-    if (!v)
-        throw value_error(std::string(op) + ": " + operand +
-                          " is an empty Var (default-constructed or moved from)");
+    if (!v) detail::throw_empty_var(op, operand);
 }
 
 }  // namespace xgrad

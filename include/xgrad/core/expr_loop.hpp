@@ -3,12 +3,13 @@
 // every axis of the walk (0 along an axis it is broadcast or repeated on); adjacent axes are merged
 // wherever every operand steps across them as across one axis, and the innermost axis is one plain
 // loop, contiguous for every operand in the common case. None of it depends on an expression or
-// an op, so a program compiles it once; each user adds only its inner loops.
+// an op: libxgrad compiles the plans once, and each user adds only its inner loops.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <string>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/error.hpp"
 
 namespace xgrad::detail {
@@ -89,5 +90,22 @@ void for_each_row(const LoopPlan<K>& plan, Row&& row) {
         }
     }
 }
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the plans of loops over 2 to 16 operands.
+#define XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, K)                                                          \
+    EXTERN template LoopPlan<K> plan_loop<K>(const std::size_t*, std::size_t, const std::array<OperandShape, K>&); \
+    EXTERN template void merge_axes<K>(LoopPlan<K>&);
+#define XGRAD_DETAIL_LOOP_PLANS_COMPILED(EXTERN, T)                                                   \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 2) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 3)             \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 4) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 5)             \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 6) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 7)             \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 8) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 9)             \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 10) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 11)           \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 12) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 13)           \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 14) XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 15)           \
+    XGRAD_DETAIL_LOOP_PLAN_COMPILED(EXTERN, 16)
+XGRAD_COMPILED_ONCE_IN(ops, XGRAD_DETAIL_LOOP_PLANS_COMPILED)
+#undef XGRAD_DETAIL_LOOP_PLANS_COMPILED
+#undef XGRAD_DETAIL_LOOP_PLAN_COMPILED
 
 }  // namespace xgrad::detail

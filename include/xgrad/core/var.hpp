@@ -37,6 +37,8 @@ public:
 
     xt::xtensor<T, N> value;
 
+    // Out of line, as the members below: every op's node destroys its storage through one call.
+    ~TensorNode() override;
     // The gradient, zero-filled on first touch in a pass (its buffer is kept across passes).
     xt::xtensor<T, N>& grad_buffer();
     // For a backward that writes every element of this gradient at once, BLAS-style:
@@ -77,6 +79,8 @@ private:
     bool grad_live_ = false;
 };
 
+template <Real T, std::size_t N>
+TensorNode<T, N>::~TensorNode() = default;
 template <Real T, std::size_t N>
 xt::xtensor<T, N>& TensorNode<T, N>::grad_buffer() {
     const GradTarget target = grad_target();
@@ -176,10 +180,7 @@ public:
     // Throws when this is an intermediate of a tape that has been cleared (see Tape::clear):
     // an op must not silently cut the gradient path through it.
     bool requires_grad() const {
-        if (node_->stale)
-            throw tape_error(std::string("a Var computed by ") + node_->op_name() + " " + shape_str(shape()) +
-                             " was recorded on a tape that has since been cleared; recompute it in this step, or "
-                             "use detach() for its value as a constant");
+        if (node_->stale) detail::throw_stale_var(node_->op_name(), shape().data(), N);
         return node_->requires_grad;
     }
     bool is_leaf() const { return node_->is_leaf; }
@@ -381,12 +382,13 @@ void backward(const Var<T, N>& loss, const BackwardOptions& options = {}) {
 
 }  // namespace xgrad
 
-// Compiled once in libxgrad (xgrad/core/compiled.hpp): the storage of every node of rank 0 to 4 and
-// backward from it.
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the storage of every node of rank 0 to 4, its
+// leaves, and backward from it.
 namespace xgrad {
-#define XGRAD_DETAIL_NODE_COMPILED(EXTERN, T, N) \
-    EXTERN template class TensorNode<T, N>;       \
-    EXTERN template class LeafNode<T, N>;         \
+#define XGRAD_DETAIL_NODE_COMPILED(EXTERN, T, N)                                     \
+    EXTERN template class TensorNode<T, N>;                                         \
+    EXTERN template class LeafNode<T, N>;                                           \
+    EXTERN template Var<T, N> detail::make_leaf<T, N>(xt::xtensor<T, N>&&, bool);  \
     EXTERN template void backward<T, N>(const Var<T, N>&, const BackwardOptions&);
 #define XGRAD_DETAIL_NODES_COMPILED(EXTERN, T) XGRAD_COMPILED_RANKS_0_TO_4(XGRAD_DETAIL_NODE_COMPILED, EXTERN, T)
 XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_NODES_COMPILED)

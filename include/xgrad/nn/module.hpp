@@ -203,12 +203,15 @@ struct FirstNameOnly {
     F& f;
     std::vector<const Node*> seen;
     template <class V>
-    void operator()(const std::string& name, V& var) {
-        if (std::find(seen.begin(), seen.end(), var.node()) != seen.end()) return;
-        seen.push_back(var.node());
-        f(name, var);
-    }
+    void operator()(const std::string& name, V& var);  // out of line: libxgrad compiles named_parameters' one
 };
+template <class F>
+template <class V>
+void FirstNameOnly<F>::operator()(const std::string& name, V& var) {
+    if (std::find(seen.begin(), seen.end(), var.node()) != seen.end()) return;
+    seen.push_back(var.node());
+    f(name, var);
+}
 }  // namespace detail
 
 // Calls f(name, var) for every parameter of m and of its submodules, each tensor once, under its
@@ -359,10 +362,12 @@ void set_training(M& m, bool on) {
     EXTERN template void detail::walk<M, detail::ParameterWalk<T>, detail::Ignore, detail::Ignore>(     \
         M&, const std::string&, detail::ParameterWalk<T>&, detail::Ignore&, detail::Ignore&);
 
-// Compiled once in libxgrad (xgrad/core/compiled.hpp): parameters of rank 0 to 4.
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): parameters of rank 0 to 4, and
+// named_parameters' step for each.
 namespace xgrad {
-#define XGRAD_DETAIL_PARAMETER_REF_COMPILED(EXTERN, T, N) \
-    EXTERN template ParameterRef<T> detail::parameter_ref<T, N>(const std::string&, Var<T, N>&);
+#define XGRAD_DETAIL_PARAMETER_REF_COMPILED(EXTERN, T, N)                                          \
+    EXTERN template ParameterRef<T> detail::parameter_ref<T, N>(const std::string&, Var<T, N>&);    \
+    EXTERN template void detail::ParameterWalk<T>::operator()<Var<T, N>>(const std::string&, Var<T, N>&);
 #define XGRAD_DETAIL_PARAMETER_REFS_COMPILED(EXTERN, T) \
     XGRAD_COMPILED_RANKS_0_TO_4(XGRAD_DETAIL_PARAMETER_REF_COMPILED, EXTERN, T)
 XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_PARAMETER_REFS_COMPILED)

@@ -206,11 +206,21 @@ inline StridedMap merge_heads_map(std::size_t B, std::size_t H, std::size_t T_, 
 }  // namespace detail
 }  // namespace xgrad
 
-// Compiled once in libxgrad (xgrad/core/compiled.hpp).
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the loops, and the recording of every
+// shape op (both nodes) from rank N to rank M, 1 to 4 each.
 namespace xgrad {
+#define XGRAD_DETAIL_GATHER_COMPILED(EXTERN, T, N, M)                                                         \
+    EXTERN template Var<T, M> detail::gather<M, T, N, std::array<std::size_t, M>>(                              \
+        const Var<T, N>&, const std::array<std::size_t, M>&, detail::StridedMap, const char*);
+#define XGRAD_DETAIL_GATHERS_FROM_COMPILED(EXTERN, T, N)                                                      \
+    XGRAD_DETAIL_GATHER_COMPILED(EXTERN, T, N, 1) XGRAD_DETAIL_GATHER_COMPILED(EXTERN, T, N, 2)                \
+    XGRAD_DETAIL_GATHER_COMPILED(EXTERN, T, N, 3) XGRAD_DETAIL_GATHER_COMPILED(EXTERN, T, N, 4)
 #define XGRAD_DETAIL_SHAPE_VIEW_COMPILED(EXTERN, T)                                                  \
     EXTERN template void detail::gather_values<T>(const detail::LoopPlan<2>&, const T*, T*);         \
-    EXTERN template void detail::scatter_add<T>(const detail::LoopPlan<2>&, const T*, T*);
+    EXTERN template void detail::scatter_add<T>(const detail::LoopPlan<2>&, const T*, T*);           \
+    XGRAD_COMPILED_RANKS_1_TO_4(XGRAD_DETAIL_GATHERS_FROM_COMPILED, EXTERN, T)
 XGRAD_COMPILED_IN(ops, XGRAD_DETAIL_SHAPE_VIEW_COMPILED)
 #undef XGRAD_DETAIL_SHAPE_VIEW_COMPILED
+#undef XGRAD_DETAIL_GATHERS_FROM_COMPILED
+#undef XGRAD_DETAIL_GATHER_COMPILED
 }  // namespace xgrad

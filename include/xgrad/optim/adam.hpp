@@ -67,18 +67,13 @@ class AdamFamily : public Optimizer<T> {
 public:
     using State = std::map<std::string, AdamState<T>>;  // parameter name -> state
 
-    explicit AdamFamily(std::vector<ParameterRef<T>> params, Options options = {})
-        : Optimizer<T>(std::move(params), name()), options_(options) {
-        validate();
-    }
+    explicit AdamFamily(std::vector<ParameterRef<T>> params, Options options = {});
     template <class M>
         requires Module<M>
     explicit AdamFamily(M& model, Options options = {}) : AdamFamily(named_parameters<T>(model), options) {}
     // Groups with their own lr or weight_decay (optim/optimizer.hpp; weight_decay_groups).
-    explicit AdamFamily(std::vector<ParamGroup<T>> groups, Options options = {})
-        : Optimizer<T>(std::move(groups), name()), options_(options) {
-        validate();
-    }
+    explicit AdamFamily(std::vector<ParamGroup<T>> groups, Options options = {});
+    ~AdamFamily() override;
 
     void step() override;
 
@@ -130,6 +125,19 @@ private:
 };
 
 // ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
+
+template <Real T, class Options, bool Decoupled>
+AdamFamily<T, Options, Decoupled>::AdamFamily(std::vector<ParameterRef<T>> params, Options options)
+    : Optimizer<T>(std::move(params), name()), options_(options) {
+    validate();
+}
+template <Real T, class Options, bool Decoupled>
+AdamFamily<T, Options, Decoupled>::AdamFamily(std::vector<ParamGroup<T>> groups, Options options)
+    : Optimizer<T>(std::move(groups), name()), options_(options) {
+    validate();
+}
+template <Real T, class Options, bool Decoupled>
+AdamFamily<T, Options, Decoupled>::~AdamFamily() = default;
 
 template <Real T, class Options, bool Decoupled>
 void AdamFamily<T, Options, Decoupled>::step() {
@@ -208,6 +216,7 @@ template <Real T>
 class Adam : public detail::AdamFamily<T, AdamOptions, false> {
 public:
     using detail::AdamFamily<T, AdamOptions, false>::AdamFamily;
+    ~Adam() override;
 };
 
 // torch.optim.AdamW (decoupled weight decay, default 1e-2).
@@ -215,6 +224,7 @@ template <Real T>
 class AdamW : public detail::AdamFamily<T, AdamWOptions, true> {
 public:
     using detail::AdamFamily<T, AdamWOptions, true>::AdamFamily;
+    ~AdamW() override;
 };
 
 // Adam(model, {...}) and Adam(named_parameters<T>(model), {...}) deduce T.
@@ -230,6 +240,11 @@ template <Real T>
 AdamW(std::vector<ParamGroup<T>>, AdamWOptions = {}) -> AdamW<T>;
 template <Module M>
 AdamW(M&, AdamWOptions = {}) -> AdamW<detail::module_real_t<M>>;
+
+template <Real T>
+Adam<T>::~Adam() = default;
+template <Real T>
+AdamW<T>::~AdamW() = default;
 
 }  // namespace xgrad::optim
 

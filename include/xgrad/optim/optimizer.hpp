@@ -44,7 +44,7 @@ public:
     explicit Optimizer(std::vector<ParameterRef<T>> params, const char* name);
     // The same over the parameters of every group; a group may be empty.
     Optimizer(std::vector<ParamGroup<T>> groups, const char* name);
-    virtual ~Optimizer() = default;
+    virtual ~Optimizer();  // out of line: compiled in libxgrad with the rest
 
     // One update of every parameter that has a gradient.
     virtual void step() = 0;
@@ -78,6 +78,8 @@ private:
     void check_unique(const char* name) const;
 };
 
+template <Real T>
+Optimizer<T>::~Optimizer() = default;
 template <Real T>
 Optimizer<T>::Optimizer(std::vector<ParamGroup<T>> groups, const char* name) {
     for (auto& g : groups) {

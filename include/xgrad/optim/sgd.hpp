@@ -36,16 +36,13 @@ class SGD : public Optimizer<T> {
 public:
     using State = std::map<std::string, SGDState<T>>;  // parameter name -> state
 
-    SGD(std::vector<ParameterRef<T>> params, SGDOptions options) : Optimizer<T>(std::move(params), "SGD"), options_(options) {
-        validate();
-    }
+    SGD(std::vector<ParameterRef<T>> params, SGDOptions options);
     template <class M>
         requires Module<M>
     SGD(M& model, SGDOptions options) : SGD(named_parameters<T>(model), options) {}
     // Groups with their own lr or weight_decay (optim/optimizer.hpp).
-    SGD(std::vector<ParamGroup<T>> groups, SGDOptions options) : Optimizer<T>(std::move(groups), "SGD"), options_(options) {
-        validate();
-    }
+    SGD(std::vector<ParamGroup<T>> groups, SGDOptions options);
+    ~SGD() override;
 
     void step() override;
 
@@ -69,6 +66,19 @@ private:
 };
 
 // ---- out of the class: libxgrad compiles them once for float and double (XGRAD_COMPILED_IN below) ----
+
+template <Real T>
+SGD<T>::SGD(std::vector<ParameterRef<T>> params, SGDOptions options)
+    : Optimizer<T>(std::move(params), "SGD"), options_(options) {
+    validate();
+}
+template <Real T>
+SGD<T>::SGD(std::vector<ParamGroup<T>> groups, SGDOptions options)
+    : Optimizer<T>(std::move(groups), "SGD"), options_(options) {
+    validate();
+}
+template <Real T>
+SGD<T>::~SGD() = default;
 
 template <Real T>
 void SGD<T>::step() {
