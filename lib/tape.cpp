@@ -21,6 +21,16 @@ std::shared_ptr<Node> Tape::record(const std::type_info& type, std::shared_ptr<N
     return slot;
 }
 
+namespace detail {
+std::shared_ptr<Node> new_node(const std::type_info& type, std::shared_ptr<Node> (*make)(), bool any_input_requires_grad) {
+    if (any_input_requires_grad && grad_enabled()) return tape().record(type, make);
+    std::shared_ptr<Node> node = make();
+    node->requires_grad = false;
+    node->is_leaf = true;
+    return node;
+}
+}  // namespace detail
+
 void Tape::clear() {
     for (std::size_t i = 0; i < size_; ++i) {
         nodes_[i]->release_inputs();

@@ -108,6 +108,14 @@ public:
     virtual void backward_passed(std::size_t position) = 0;
 };
 
+namespace detail {
+// A new node of type NodeT: the one function compiled per node type to make one.
+template <class NodeT>
+std::shared_ptr<Node> make_shared_node() {
+    return std::make_shared<NodeT>();
+}
+}  // namespace detail
+
 // Records op nodes in order. clear() keeps the node objects: the next step's i-th node of the
 // same type reuses the i-th slot and its buffers, so a steady training loop stops allocating.
 // Its functions that are not templates are compiled in libxgrad (lib/tape.cpp).
@@ -116,8 +124,7 @@ public:
     // A node of type NodeT at the next position, reused when the slot holds one nobody else uses.
     template <class NodeT>
     std::shared_ptr<NodeT> record() {
-        return std::static_pointer_cast<NodeT>(
-            record(typeid(NodeT), [] { return std::shared_ptr<Node>(std::make_shared<NodeT>()); }));
+        return std::static_pointer_cast<NodeT>(record(typeid(NodeT), &detail::make_shared_node<NodeT>));
     }
     // The same for a node of the given type, made by `make` when the slot cannot be reused (one
     // function for every node type: only make_shared is compiled per type).
@@ -185,6 +192,12 @@ inline bool& grad_mode() {
 // The tape ops record on (per thread).
 inline Tape& tape() { return *detail::current_tape_ptr(); }
 inline bool grad_enabled() { return detail::grad_mode(); }
+
+namespace detail {
+// An op's output node: recorded on the current tape when grad is enabled and some input requires
+// grad, otherwise a free-standing node (made by `make`) that requires nothing (lib/tape.cpp).
+std::shared_ptr<Node> new_node(const std::type_info& type, std::shared_ptr<Node> (*make)(), bool any_input_requires_grad);
+}  // namespace detail
 
 // Makes `t` the current tape for this scope (gradcheck uses one of its own).
 class TapeScope {

@@ -231,11 +231,8 @@ Var<T, N> Var<T, N>::detach() const {
 // which calls this.
 template <class NodeT>
 std::shared_ptr<NodeT> make_node(bool any_input_requires_grad) {
-    if (any_input_requires_grad && grad_enabled()) return tape().record<NodeT>();
-    auto n = std::make_shared<NodeT>();
-    n->requires_grad = false;
-    n->is_leaf = true;
-    return n;
+    return std::static_pointer_cast<NodeT>(
+        detail::new_node(typeid(NodeT), &detail::make_shared_node<NodeT>, any_input_requires_grad));
 }
 
 // Does an op's input need a gradient? A Var (an empty one, e.g. an absent bias: no) or a list of
