@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include <boost/hana.hpp>
 #include "xgrad/core/broadcast.hpp"
 #include "xgrad/core/expr_loop.hpp"
 #include "xgrad/core/simd.hpp"
@@ -30,7 +29,31 @@ struct Const {
     T v;
 };
 
-// An elementwise op applied to child expressions (Var, Const or Expr), held in a boost::hana::tuple.
+namespace detail {
+// An expression's children: a base ChildSlot<I, C> per child, read by child<I>(children).
+template <std::size_t I, class C>
+struct ChildSlot {
+    C child;
+};
+template <class Indices, class... Cs>
+struct ChildSlots;
+template <std::size_t... I, class... Cs>
+struct ChildSlots<std::index_sequence<I...>, Cs...> : ChildSlot<I, Cs>... {};
+template <class... Cs>
+using Children = ChildSlots<std::index_sequence_for<Cs...>, Cs...>;
+
+template <std::size_t I, class C>
+const C& child(const ChildSlot<I, C>& slot) {
+    return slot.child;
+}
+// f(child) for every child, in order.
+template <class... Cs, class F>
+void for_each_child(const Children<Cs...>& children, F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(child<I>(children)), ...); }(std::index_sequence_for<Cs...>{});
+}
+}  // namespace detail
+
+// An elementwise op applied to child expressions (Var, Const or Expr).
 template <class Op, class... Cs>
 struct Expr {
     using xgrad_expression_tag = void;
@@ -39,12 +62,12 @@ struct Expr {
     static_assert((std::same_as<typename Cs::value_type, value_type> && ...),
                   "xgrad: an expression cannot mix float and double operands");
     Op op;
-    boost::hana::tuple<Cs...> children;
+    detail::Children<Cs...> children;
 };
 
 template <class Op, Expression... Cs>
 Expr<Op, Cs...> make_expr(Op op, const Cs&... cs) {
-    return {op, boost::hana::make_tuple(cs...)};
+    return {op, {{cs}...}};
 }
 
 namespace detail {
@@ -140,7 +163,7 @@ void collect_leaves(const Ref<C>& r, std::array<const T*, K>& data, std::array<O
 template <std::size_t First, class Op, class... Cs, class T, std::size_t K>
 void collect_leaves(const Expr<Op, Cs...>& e, std::array<const T*, K>& data, std::array<OperandShape, K + 1>& shapes) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (collect_leaves<First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), data, shapes), ...);
+        (collect_leaves<First + first_leaf_of<I, Cs...>()>(child<I>(e.children), data, shapes), ...);
     }(std::index_sequence_for<Cs...>{});
 }
 
@@ -167,7 +190,7 @@ auto value_at(const Ref<C>& r, const Cursor& c, std::size_t j) {
 template <bool Contiguous, std::size_t First, class Op, class... Cs, class Cursor>
 auto value_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return e.op.f(value_at<Contiguous, First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), c, j)...);
+        return e.op.f(value_at<Contiguous, First + first_leaf_of<I, Cs...>()>(child<I>(e.children), c, j)...);
     }(std::index_sequence_for<Cs...>{});
 }
 
@@ -208,7 +231,7 @@ auto vector_at(const Ref<C>& r, const Cursor& c, std::size_t j) {
 template <std::size_t First, class Op, class... Cs, class Cursor>
 auto vector_at(const Expr<Op, Cs...>& e, const Cursor& c, std::size_t j) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return e.op.f(vector_at<First + first_leaf_of<I, Cs...>()>(boost::hana::at_c<I>(e.children), c, j)...);
+        return e.op.f(vector_at<First + first_leaf_of<I, Cs...>()>(child<I>(e.children), c, j)...);
     }(std::index_sequence_for<Cs...>{});
 }
 
@@ -280,8 +303,8 @@ std::array<std::size_t, Expr<Op, Cs...>::rank> expr_shape(const Expr<Op, Cs...>&
     constexpr std::size_t R = Expr<Op, Cs...>::rank;
     std::array<std::size_t, R> out;
     out.fill(1);
-    boost::hana::for_each(e.children,
-                   [&](const auto& c) { out = detail::broadcast_shapes<R>(out, expr_shape(c), Op::name); });
+    detail::for_each_child(e.children,
+                           [&](const auto& c) { out = detail::broadcast_shapes<R>(out, expr_shape(c), Op::name); });
     return out;
 }
 
@@ -296,7 +319,9 @@ bool needs_grad(const Const<T>&) {
 }
 template <class Op, class... Cs>
 bool needs_grad(const Expr<Op, Cs...>& e) {
-    return boost::hana::unpack(e.children, [](const auto&... c) { return (needs_grad(c) || ...); });
+    bool any = false;
+    detail::for_each_child(e.children, [&](const auto& c) { any = any || needs_grad(c); });
+    return any;
 }
 
 // ---- backward: chain rule over the expression type ----
@@ -313,17 +338,14 @@ template <Real T, class G, std::size_t R>
 void backprop(const Const<T>&, const G&, const std::array<std::size_t, R>&) {}
 template <class Op, class... Cs, class G, std::size_t R>
 void backprop(const Expr<Op, Cs...>& e, const G& g, const std::array<std::size_t, R>& shape) {
-    const auto child = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-        const auto& c = boost::hana::at_c<I>(e.children);
-        if (!needs_grad(c)) return;
-        using Grad = Expr<detail::Chain<Op, I>, G, detail::Ref<Cs>...>;
-        backprop(c, Grad{{e.op}, boost::hana::unpack(e.children, [&](const Cs&... cs) {
-                             return boost::hana::make_tuple(g, detail::Ref<Cs>{&cs}...);
-                         })},
-                 shape);
-    };
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (child(std::integral_constant<std::size_t, I>{}), ...);
+        // the operands of every chain expression: the gradient, then the children where they are
+        const detail::Children<G, detail::Ref<Cs>...> operands{{g}, {detail::Ref<Cs>{&detail::child<I>(e.children)}}...};
+        const auto to_child = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+            const auto& c = detail::child<J>(e.children);
+            if (needs_grad(c)) backprop(c, Expr<detail::Chain<Op, J>, G, detail::Ref<Cs>...>{{e.op}, operands}, shape);
+        };
+        (to_child(std::integral_constant<std::size_t, I>{}), ...);
     }(std::index_sequence_for<Cs...>{});
 }
 
@@ -374,7 +396,7 @@ template <Real T>
 void visit_input(const Node::InputVisitor&, const Const<T>&) {}
 template <class Op, class... Cs>
 void visit_input(const Node::InputVisitor& f, const Expr<Op, Cs...>& e) {
-    boost::hana::for_each(e.children, [&](const auto& c) { visit_input(f, c); });
+    detail::for_each_child(e.children, [&](const auto& c) { visit_input(f, c); });
 }
 template <LazyExpression E>
 void visit_input(const Node::InputVisitor& f, const std::optional<E>& e) {
