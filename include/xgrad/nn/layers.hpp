@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "xgrad/core/compiled.hpp"
 #include "xgrad/core/random.hpp"
 #include "xgrad/nn/init.hpp"
 #include "xgrad/nn/module.hpp"
@@ -29,16 +30,7 @@ struct Embedding {
 
     Embedding() = default;
     Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Generator& gen,
-              std::optional<long> padding = std::nullopt) {
-        if (num_embeddings == 0 || embedding_dim == 0)
-            throw value_error("Embedding: num_embeddings and embedding_dim must be positive, got " +
-                              std::to_string(num_embeddings) + " and " + std::to_string(embedding_dim));
-        if (const auto p = xgrad::detail::resolve_padding(padding, num_embeddings, "Embedding")) padding_idx = long(*p);
-        weight = parameter(xt::xtensor<T, 2>::from_shape({num_embeddings, embedding_dim}));
-        init::normal_(weight, 0, 1, gen);
-        if (padding_idx)
-            for (std::size_t e = 0; e < embedding_dim; ++e) weight.value()(std::size_t(*padding_idx), e) = T(0);
-    }
+              std::optional<long> padding = std::nullopt);
 
     // indices (d0, ..., d_{M-1}) -> (d0, ..., d_{M-1}, embedding_dim)
     template <std::size_t M>
@@ -64,15 +56,7 @@ struct LayerNorm {
 
     LayerNorm() = default;
     explicit LayerNorm(std::size_t normalized_dim, double eps_ = 1e-5, bool elementwise_affine = true,
-                       bool with_bias = true)
-        : eps(eps_) {
-        if (normalized_dim == 0) throw value_error("LayerNorm: normalized_dim must be positive");
-        if (!(eps_ >= 0)) throw value_error("LayerNorm: eps must be >= 0, got " + std::to_string(eps_));
-        if (elementwise_affine) {
-            weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
-            if (with_bias) bias = parameter(xt::xtensor<T, 1>(xt::zeros<T>({normalized_dim})));
-        }
-    }
+                       bool with_bias = true);
 
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
@@ -92,12 +76,7 @@ struct RMSNorm {
     std::optional<double> eps;
 
     RMSNorm() = default;
-    explicit RMSNorm(std::size_t normalized_dim, std::optional<double> eps_ = std::nullopt, bool elementwise_affine = true)
-        : eps(eps_) {
-        if (normalized_dim == 0) throw value_error("RMSNorm: normalized_dim must be positive");
-        if (eps && !(*eps >= 0)) throw value_error("RMSNorm: eps must be >= 0, got " + std::to_string(*eps));
-        if (elementwise_affine) weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
-    }
+    explicit RMSNorm(std::size_t normalized_dim, std::optional<double> eps_ = std::nullopt, bool elementwise_affine = true);
 
     template <std::size_t N>
     Var<T, N> operator()(const Var<T, N>& x) const {
@@ -167,13 +146,8 @@ struct PositionalEncoding {
 
     PositionalEncoding() = default;
     // The dropout's generator: seeded by `seed`, or by one draw from `seed_source`.
-    PositionalEncoding(const PositionalEncodingOptions& o, std::uint64_t seed) : dropout(o.dropout, seed), options(o) {
-        fill();
-    }
-    PositionalEncoding(const PositionalEncodingOptions& o, Generator& seed_source)
-        : dropout(o.dropout, seed_source), options(o) {
-        fill();
-    }
+    PositionalEncoding(const PositionalEncodingOptions& o, std::uint64_t seed);
+    PositionalEncoding(const PositionalEncodingOptions& o, Generator& seed_source);
 
     // x (T, N, d) / (N, T, d) if batch_first / (T, d) -> dropout(x + P[:T]) with the same shape
     template <std::size_t N>
@@ -208,19 +182,79 @@ private:
         std::copy(table.data(), table.data() + steps * table.shape(1), out.data());
         return out;
     }
-    void fill() {
-        const std::size_t d = options.d_model, max_len = options.max_len;
-        if (d == 0 || max_len == 0)
-            throw value_error("PositionalEncoding: d_model and max_len must be positive, got " + std::to_string(d) +
-                              " and " + std::to_string(max_len));
-        table = xt::xtensor<T, 2>::from_shape({max_len, d});
-        for (std::size_t pos = 0; pos < max_len; ++pos)
-            for (std::size_t j = 0; j < d; j += 2) {
-                const double angle = double(pos) / std::pow(10000.0, double(j) / double(d));
-                table(pos, j) = T(std::sin(angle));
-                if (j + 1 < d) table(pos, j + 1) = T(std::cos(angle));
-            }
-    }
+    void fill();
 };
 
+// ---- the constructors, out of the classes: libxgrad compiles them once (XGRAD_COMPILED_IN below) ----
+
+template <Real T>
+Embedding<T>::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Generator& gen,
+                        std::optional<long> padding) {
+    if (num_embeddings == 0 || embedding_dim == 0)
+        throw value_error("Embedding: num_embeddings and embedding_dim must be positive, got " +
+                          std::to_string(num_embeddings) + " and " + std::to_string(embedding_dim));
+    if (const auto p = xgrad::detail::resolve_padding(padding, num_embeddings, "Embedding")) padding_idx = long(*p);
+    weight = parameter(xt::xtensor<T, 2>::from_shape({num_embeddings, embedding_dim}));
+    init::normal_(weight, 0, 1, gen);
+    if (padding_idx)
+        for (std::size_t e = 0; e < embedding_dim; ++e) weight.value()(std::size_t(*padding_idx), e) = T(0);
+}
+
+template <Real T>
+LayerNorm<T>::LayerNorm(std::size_t normalized_dim, double eps_, bool elementwise_affine, bool with_bias) : eps(eps_) {
+    if (normalized_dim == 0) throw value_error("LayerNorm: normalized_dim must be positive");
+    if (!(eps_ >= 0)) throw value_error("LayerNorm: eps must be >= 0, got " + std::to_string(eps_));
+    if (elementwise_affine) {
+        weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
+        if (with_bias) bias = parameter(xt::xtensor<T, 1>(xt::zeros<T>({normalized_dim})));
+    }
+}
+
+template <Real T>
+RMSNorm<T>::RMSNorm(std::size_t normalized_dim, std::optional<double> eps_, bool elementwise_affine) : eps(eps_) {
+    if (normalized_dim == 0) throw value_error("RMSNorm: normalized_dim must be positive");
+    if (eps && !(*eps >= 0)) throw value_error("RMSNorm: eps must be >= 0, got " + std::to_string(*eps));
+    if (elementwise_affine) weight = parameter(xt::xtensor<T, 1>(xt::ones<T>({normalized_dim})));
+}
+
+template <Real T>
+PositionalEncoding<T>::PositionalEncoding(const PositionalEncodingOptions& o, std::uint64_t seed)
+    : dropout(o.dropout, seed), options(o) {
+    fill();
+}
+template <Real T>
+PositionalEncoding<T>::PositionalEncoding(const PositionalEncodingOptions& o, Generator& seed_source)
+    : dropout(o.dropout, seed_source), options(o) {
+    fill();
+}
+template <Real T>
+void PositionalEncoding<T>::fill() {
+    const std::size_t d = options.d_model, max_len = options.max_len;
+    if (d == 0 || max_len == 0)
+        throw value_error("PositionalEncoding: d_model and max_len must be positive, got " + std::to_string(d) +
+                          " and " + std::to_string(max_len));
+    table = xt::xtensor<T, 2>::from_shape({max_len, d});
+    for (std::size_t pos = 0; pos < max_len; ++pos)
+        for (std::size_t j = 0; j < d; j += 2) {
+            const double angle = double(pos) / std::pow(10000.0, double(j) / double(d));
+            table(pos, j) = T(std::sin(angle));
+            if (j + 1 < d) table(pos, j + 1) = T(std::cos(angle));
+        }
+}
+
 }  // namespace xgrad::nn
+
+// Compiled once in libxgrad (xgrad/core/compiled.hpp): the layers' constructors, and
+// named_parameters' walk of each.
+namespace xgrad {
+#define XGRAD_DETAIL_LAYERS_COMPILED(EXTERN, T)                  \
+    EXTERN template struct nn::Embedding<T>;                      \
+    EXTERN template struct nn::LayerNorm<T>;                      \
+    EXTERN template struct nn::RMSNorm<T>;                        \
+    EXTERN template struct nn::PositionalEncoding<T>;             \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::Embedding<T>, T)      \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::LayerNorm<T>, T)      \
+    XGRAD_DETAIL_PARAMETER_WALK(EXTERN, nn::RMSNorm<T>, T)
+XGRAD_COMPILED_IN(nn, XGRAD_DETAIL_LAYERS_COMPILED)
+#undef XGRAD_DETAIL_LAYERS_COMPILED
+}  // namespace xgrad
